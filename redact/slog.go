@@ -1,0 +1,77 @@
+package redact
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Handler is a slog.Handler that redacts, before the wrapped handler sees them, every attribute
+// whose key is secret-named ([IsSecretName]) and every string attribute that contains one of the
+// known secret values. It is installed at the edge, around the terminal handler, so no code path
+// can log a secret by naming it.
+type Handler struct {
+	next    slog.Handler
+	secrets []string
+}
+
+// NewHandler wraps next. secrets are literal values (token secrets read from the endpoints
+// file) that must never appear in any attribute or message.
+func NewHandler(next slog.Handler, secrets ...string) *Handler {
+	return &Handler{next: next, secrets: secrets}
+}
+
+// Enabled reports whether the wrapped handler handles records at level.
+func (h *Handler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.next.Enabled(ctx, level)
+}
+
+// Handle redacts the record's message and attributes and passes it on.
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
+	out := slog.NewRecord(r.Time, r.Level, Values(r.Message, h.secrets...), r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(h.attr(a))
+		return true
+	})
+	return h.next.Handle(ctx, out)
+}
+
+// WithAttrs returns a handler whose preset attributes are redacted.
+func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	red := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		red[i] = h.attr(a)
+	}
+	return &Handler{next: h.next.WithAttrs(red), secrets: h.secrets}
+}
+
+// WithGroup returns a handler that nests later attributes in a group.
+func (h *Handler) WithGroup(name string) slog.Handler {
+	return &Handler{next: h.next.WithGroup(name), secrets: h.secrets}
+}
+
+func (h *Handler) attr(a slog.Attr) slog.Attr {
+	if IsSecretName(a.Key) {
+		return slog.String(a.Key, Placeholder)
+	}
+	v := a.Value.Resolve()
+	switch v.Kind() {
+	case slog.KindGroup:
+		group := v.Group()
+		red := make([]any, len(group))
+		for i, g := range group {
+			red[i] = h.attr(g)
+		}
+		return slog.Group(a.Key, red...)
+	case slog.KindString:
+		return slog.String(a.Key, Values(v.String(), h.secrets...))
+	case slog.KindAny:
+		if err, ok := v.Any().(error); ok {
+			return slog.String(a.Key, Values(err.Error(), h.secrets...))
+		}
+		// Arbitrary values are flattened to text so a secret inside a struct is still cut out.
+		return slog.String(a.Key, Values(fmt.Sprintf("%+v", v.Any()), h.secrets...))
+	default:
+		return slog.Attr{Key: a.Key, Value: v}
+	}
+}
