@@ -1,0 +1,56 @@
+package events
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Mode is the CloudEvents content mode a command arrived in (or is encoded in).
+type Mode int
+
+const (
+	// ModeBinary carries attributes in ce-* headers and data as the body.
+	ModeBinary Mode = iota
+	// ModeStructured carries the whole event as a JSON body.
+	ModeStructured
+)
+
+// String returns "binary" or "structured" ("unknown" for any other value).
+func (m Mode) String() string {
+	switch m {
+	case ModeBinary:
+		return "binary"
+	case ModeStructured:
+		return "structured"
+	default:
+		return "unknown"
+	}
+}
+
+// Command is a decoded, envelope-valid command. Data is the raw JSON of `data` (not yet
+// validated against the verb).
+type Command struct {
+	ID, Source, Type string
+	// Verb comes from the NATS subject; Type is always TypePrefix + Verb.
+	Verb string
+	// Time is the CloudEvents time in UTC; zero when absent.
+	Time time.Time
+	// Subject is the CloudEvents `subject` attribute, not the NATS subject.
+	Subject string
+	// EndpointID is valid only when HasEndpointID.
+	EndpointID    int64
+	HasEndpointID bool
+	// IdempotencyKey is "" when absent.
+	IdempotencyKey string
+	// Actor is "" when absent (the pipeline defaults it to "proxbus").
+	Actor string
+	// TraceParent is a well-formed W3C traceparent or "" (a malformed one is dropped, as W3C
+	// Trace Context requires).
+	TraceParent string
+	// Data is the command's JSON data; nil when absent or JSON null.
+	Data json.RawMessage
+	Mode Mode
+}
+
+// Ref is the event-subject token of the command, [Ref](c.Source, c.ID).
+func (c Command) Ref() string { return Ref(c.Source, c.ID) }

@@ -1,0 +1,155 @@
+package events
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/cloudevents/sdk-go/v2/event"
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/redact"
+)
+
+// Origin identifies the command an event belongs to. TraceParent, when set, is carried into
+// every event as the traceparent extension.
+type Origin struct{ ID, Source, Verb, TraceParent string }
+
+// OriginOf returns the origin of a decoded command.
+func OriginOf(c Command) Origin {
+	return Origin{ID: c.ID, Source: c.Source, Verb: c.Verb, TraceParent: c.TraceParent}
+}
+
+// Emitter builds the events proxbus publishes. Every event is a structured-mode CloudEvent
+// (Content-Type application/cloudevents+json) with source Source, a deterministic id, and
+// Nats-Msg-Id set to that id, on the event subject of Ref(origin.Source, origin.ID).
+//
+// Free text (Detail) is passed through [redact.Text] and Output through [redact.JSON] when it
+// holds a secret-named key, so a secret that slipped through cannot leave in an event.
+type Emitter struct {
+	Subjects Subjects
+	// Source is the CloudEvents source of every event, "urn:proxbus:<instance id>".
+	Source string
+	// Now is the clock for event times; nil means time.Now.
+	Now func() time.Time
+}
+
+// NewEmitter returns an emitter for instance ("" means "proxbus").
+func NewEmitter(s Subjects, instance string) Emitter {
+	if instance == "" {
+		instance = "proxbus"
+	}
+	return Emitter{Subjects: s, Source: "urn:proxbus:" + instance}
+}
+
+func (e Emitter) now() time.Time {
+	if e.Now != nil {
+		return e.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// StepEvent builds step event "<command id>.step.<seq>" of type proxbus.<verb>.step on
+// Step(ref). It fills st's command fields from o and st.At with now when zero; the event time
+// is st.At. It returns an error wrapping ErrEncode when o has no valid id.
+func (e Emitter) StepEvent(o Origin, st Step) (*nats.Msg, error) {
+	st.CommandID, st.CommandSource, st.Verb = o.ID, o.Source, o.Verb
+	if st.At.IsZero() {
+		st.At = e.now()
+	}
+	st.Detail = redact.Text(st.Detail)
+	id := o.ID + ".step." + strconv.Itoa(st.Seq)
+	return e.build(o, id, TypePrefix+verbOrUnknown(o.Verb)+".step", e.Subjects.Step(Ref(o.Source, o.ID)), st.At, st)
+}
+
+// ResultEvent builds result event "<command id>.result" of type proxbus.<verb>.result on
+// Result(ref), timed now. It fills r's command fields from o. It returns an error wrapping
+// ErrEncode when o has no valid id, r.Status is not an HTTP status, or r.Output is not JSON.
+func (e Emitter) ResultEvent(o Origin, r Result) (*nats.Msg, error) {
+	r.CommandID, r.CommandSource, r.Verb = o.ID, o.Source, o.Verb
+	if r.Status < 100 || r.Status > 599 {
+		return nil, fmt.Errorf("%w: result status %d is not an HTTP status", ErrEncode, r.Status)
+	}
+	r.Detail = redact.Text(r.Detail)
+	if len(r.Output) > 0 {
+		if !json.Valid(r.Output) {
+			return nil, fmt.Errorf("%w: result output is not JSON", ErrEncode)
+		}
+		if hasSecretKey(r.Output) {
+			r.Output = redact.JSON(r.Output)
+		}
+	}
+	return e.build(o, o.ID+".result", TypePrefix+verbOrUnknown(o.Verb)+".result", e.Subjects.Result(Ref(o.Source, o.ID)), e.now(), r)
+}
+
+// JournalEvent builds journal event "<command id>.journal.repaired" of type
+// proxbus.journal.repaired on Journal(ref), timed now. It fills j.CommandID from o.
+func (e Emitter) JournalEvent(o Origin, j JournalRepaired) (*nats.Msg, error) {
+	j.CommandID = o.ID
+	return e.build(o, o.ID+".journal.repaired", TypePrefix+"journal.repaired", e.Subjects.Journal(Ref(o.Source, o.ID)), e.now(), j)
+}
+
+// build serialises one event with the SDK and wraps it in a message.
+func (e Emitter) build(o Origin, id, typ, subject string, at time.Time, data any) (*nats.Msg, error) {
+	if !validID(o.ID) {
+		return nil, fmt.Errorf("%w: origin has no valid command id", ErrEncode)
+	}
+	payload, err := json.Marshal(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	ev := event.New(event.CloudEventsVersionV1)
+	ev.SetID(id)
+	ev.SetSource(e.Source)
+	ev.SetType(typ)
+	ev.SetTime(at)
+	ev.SetDataContentType(ContentTypeJSON)
+	ev.DataEncoded = payload
+	if validTraceParent(o.TraceParent) {
+		ev.SetExtension(AttrTraceParent, o.TraceParent)
+	}
+	body, err := marshalEvent(ev)
+	if err != nil {
+		return nil, err
+	}
+	msg := nats.NewMsg(subject)
+	msg.Header.Set(HeaderContentType, ContentTypeCE)
+	msg.Header.Set(HeaderMsgID, id)
+	msg.Data = body
+	return msg, nil
+}
+
+func verbOrUnknown(verb string) string {
+	if verb == "" {
+		return "unknown"
+	}
+	return verb
+}
+
+// hasSecretKey reports whether a JSON document has a secret-named key at any depth.
+func hasSecretKey(doc []byte) bool {
+	var v any
+	if err := json.Unmarshal(doc, &v); err != nil {
+		return false
+	}
+	var walk func(any) bool
+	walk = func(v any) bool {
+		switch t := v.(type) {
+		case map[string]any:
+			for k, val := range t {
+				if redact.IsSecretName(k) || walk(val) {
+					return true
+				}
+			}
+		case []any:
+			for _, val := range t {
+				if walk(val) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
+}
