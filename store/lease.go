@@ -1,0 +1,125 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+)
+
+// leaseKeys returns the identity key and, when the lease has an Idempotency-Key, its key.
+func (s *Store) leaseKeys(l Lease) []string {
+	keys := []string{s.cmdKey(l.Command)}
+	if l.Idem != nil {
+		keys = append(keys, s.idemKey(*l.Idem))
+	}
+	return keys
+}
+
+// owned turns the answer of a lease script (1 done, 0 lease lost) into an error for op.
+func owned(op string) func(int64, error) error {
+	return func(n int64, err error) error {
+		if err != nil {
+			return fmt.Errorf("store: %s: %w", op, err)
+		}
+		if n == 0 {
+			return fmt.Errorf("store: %s: %w", op, ErrLeaseLost)
+		}
+		return nil
+	}
+}
+
+// Checkpoint records progress on the running command held by l. Non-zero fields of p
+// replace what was recorded; zero fields keep it (Dispatched never reverts to false). It
+// returns ErrLeaseLost when l's owner and token no longer hold the running record.
+func (s *Store) Checkpoint(ctx context.Context, l Lease, p Progress) error {
+	var journalID, dispatched string
+	if p.JournalID != 0 {
+		journalID = strconv.FormatInt(p.JournalID, 10)
+	}
+	if p.Dispatched {
+		dispatched = "1"
+	}
+	return owned("checkpoint")(s.scripts.checkpoint.Run(ctx, s.rdb, []string{s.cmdKey(l.Command)},
+		l.Owner, l.Token, journalID, p.JournalURL, dispatched).Int64())
+}
+
+// Suspend ends l's lease at once but keeps the running record with exactly progress p (unlike
+// Checkpoint, Dispatched may go back to false: the caller knows the write never left). The
+// next Claim of the command, by any owner, is Resumed with p, so a redelivery reuses the
+// journal entry instead of writing a second one. Use it for a transient failure after the
+// write-ahead entry. The Idempotency-Key record keeps its own TTL, so a twin still waits.
+// It returns ErrLeaseLost when l's owner and token no longer hold the running record.
+func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
+	dispatched := "0"
+	if p.Dispatched {
+		dispatched = "1"
+	}
+	return owned("suspend")(s.scripts.suspend.Run(ctx, s.rdb, []string{s.cmdKey(l.Command)},
+		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, dispatched).Int64())
+}
+
+// Renew extends l's lease to now+LeaseTTL, the identity record's TTL to DedupeTTL and the
+// Idempotency-Key record's TTL to LeaseTTL (re-creating that record if it expired meanwhile;
+// a record another command took over is left alone). It returns ErrLeaseLost when l's owner
+// and token no longer hold the running record.
+func (s *Store) Renew(ctx context.Context, l Lease) error {
+	return owned("renew")(s.scripts.renew.Run(ctx, s.rdb, s.leaseKeys(l),
+		l.Owner, l.Token, s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
+		l.Command.Hash()).Int64())
+}
+
+// Complete stores result and marks the command done (kept DedupeTTL), and its
+// Idempotency-Key record done with the same result (kept Window) unless another command has
+// taken that record over. A repeated Complete with the same lease succeeds again (replacing the
+// result). It returns ErrLeaseLost when another owner holds the record.
+func (s *Store) Complete(ctx context.Context, l Lease, result []byte) error {
+	return owned("complete")(s.scripts.complete.Run(ctx, s.rdb, s.leaseKeys(l),
+		l.Owner, l.Token, result, millis(s.opts.DedupeTTL), millis(s.opts.Window),
+		l.Command.Hash()).Int64())
+}
+
+// CompleteReplay records the replayed result for a command that got IdemReplay (no lease was
+// taken): identity → done with result, kept DedupeTTL, when the identity record is absent or
+// running under an expired lease. When the command is already done its stored result is kept
+// and nil returned; when a live lease holds it, ErrLeaseLost.
+func (s *Store) CompleteReplay(ctx context.Context, c CommandKey, result []byte) error {
+	return owned("complete replay")(s.scripts.completeReplay.Run(ctx, s.rdb, []string{s.cmdKey(c)},
+		s.nowMillis(), result, millis(s.opts.DedupeTTL), c.Source, c.ID).Int64())
+}
+
+// Release deletes the running claim held by l (its identity record, and its Idempotency-Key
+// record while that still belongs to this claim), so a redelivery starts fresh. Use it only
+// when nothing was written. A record already gone is not an error; a record another owner
+// holds, or a done record, is left alone and ErrLeaseLost returned.
+func (s *Store) Release(ctx context.Context, l Lease) error {
+	return owned("release")(s.scripts.release.Run(ctx, s.rdb, s.leaseKeys(l),
+		l.Owner, l.Token, l.Command.Hash()).Int64())
+}
+
+// Result returns the stored result of a finished command, or ErrNotFound when the command is
+// unknown or still running.
+func (s *Store) Result(ctx context.Context, c CommandKey) ([]byte, error) {
+	vals, err := s.rdb.HMGet(ctx, s.cmdKey(c), "state", "result").Result()
+	if err != nil {
+		return nil, fmt.Errorf("store: result: %w", err)
+	}
+	if st, _ := vals[0].(string); st != "done" {
+		return nil, fmt.Errorf("store: result: %w", ErrNotFound)
+	}
+	res, _ := vals[1].(string)
+	return []byte(res), nil
+}
+
+// UpdateResult replaces the stored result of a done command, and of its Idempotency-Key
+// record while that record is done and still belongs to it, so later replays report the
+// repaired state. TTLs are unchanged. ErrNotFound when the command is not done.
+func (s *Store) UpdateResult(ctx context.Context, c CommandKey, result []byte) error {
+	n, err := s.scripts.updateResult.Run(ctx, s.rdb, []string{s.cmdKey(c)}, result, c.Hash()).Int64()
+	if err != nil {
+		return fmt.Errorf("store: update result: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("store: update result: %w", ErrNotFound)
+	}
+	return nil
+}

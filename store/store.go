@@ -1,0 +1,47 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	// ErrLeaseLost is returned by lease operations when the command's record is no longer held
+	// by the caller's owner and fencing token (another owner took it over, or it finished).
+	ErrLeaseLost = errors.New("store: lease lost to another owner")
+	// ErrNotFound is returned when the record asked for does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrInvalid is returned, before Redis is touched, for a request missing a required field.
+	ErrInvalid = errors.New("store: invalid request")
+)
+
+// Store is the Redis-backed state of proxbus. It is safe for concurrent use by many goroutines
+// and many replicas sharing one Redis.
+type Store struct {
+	rdb     redis.UniversalClient
+	opts    Options
+	scripts scripts
+}
+
+// New returns a Store on rdb with opts (defaults filled in). It does not contact Redis; use
+// [Store.Ping] to check the connection.
+func New(rdb redis.UniversalClient, opts Options) *Store {
+	return &Store{rdb: rdb, opts: opts.withDefaults(), scripts: newScripts()}
+}
+
+// Options returns the options in use, with defaults filled in.
+func (s *Store) Options() Options { return s.opts }
+
+// Ping checks that Redis answers; it returns the wrapped client error otherwise.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.rdb.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("store: ping: %w", err)
+	}
+	return nil
+}
+
+// nowMillis is the store clock in milliseconds since the Unix epoch.
+func (s *Store) nowMillis() int64 { return s.opts.Now().UnixMilli() }
