@@ -1,0 +1,114 @@
+package proxmox
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+)
+
+// Node is one cluster node as GET /nodes lists it.
+type Node struct {
+	Node   string // node name, e.g. "pve1"
+	Status string // "online", "offline" or "unknown"
+}
+
+// Nodes lists the cluster's nodes (GET /nodes), in PVE's order. Errors: see the package doc.
+func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
+	r := request{method: http.MethodGet, path: "/nodes"}
+	var raw json.RawMessage
+	if err := c.do(ctx, r, &raw); err != nil {
+		return nil, err
+	}
+	items, err := flatList(raw)
+	if err != nil {
+		return nil, unreadable(r, err)
+	}
+	out := make([]Node, len(items))
+	for i, it := range items {
+		out[i] = Node{Node: it["node"], Status: it["status"]}
+	}
+	return out, nil
+}
+
+// Version is PVE's version information (GET /version).
+type Version struct {
+	Version string // e.g. "9.2.0"
+	Release string // e.g. "9.2"
+	RepoID  string // git commit of pve-manager
+}
+
+// Version returns the version of the API server (GET /version); a cheap authenticated
+// readiness probe. Errors: see the package doc.
+func (c *Client) Version(ctx context.Context) (Version, error) {
+	r := request{method: http.MethodGet, path: "/version"}
+	var raw json.RawMessage
+	if err := c.do(ctx, r, &raw); err != nil {
+		return Version{}, err
+	}
+	m, err := flatObject(raw)
+	if err != nil {
+		return Version{}, unreadable(r, err)
+	}
+	return Version{Version: m["version"], Release: m["release"], RepoID: m["repoid"]}, nil
+}
+
+// Resource types accepted by [Client.ClusterResources].
+const (
+	ResourceVM      = "vm"
+	ResourceStorage = "storage"
+	ResourceNode    = "node"
+	ResourceSDN     = "sdn"
+)
+
+// ClusterResource is one entry of GET /cluster/resources. Which fields are set depends on
+// Type: "node" (Node, Status), "storage" (one entry per storage and node: Storage, Node,
+// PluginType, Content, Shared, Status "available"/…, Disk, MaxDisk), "qemu"/"lxc" (VMID,
+// Name, Node, Status, Template, MaxCPU, MaxMem, …).
+type ClusterResource struct {
+	ID         string // "node/pve1", "storage/pve1/local", "qemu/100"
+	Type       string // node, storage, qemu, lxc, pool, sdn
+	Node       string
+	Status     string
+	Name       string
+	VMID       int64
+	Storage    string
+	PluginType string
+	Content    string
+	Shared     bool
+	Template   bool
+	Disk       int64
+	MaxDisk    int64
+	Mem        int64
+	MaxMem     int64
+	MaxCPU     float64
+	Uptime     int64
+}
+
+// ClusterResources returns GET /cluster/resources, filtered by typ (one of the Resource*
+// constants) when not empty. Errors: see the package doc.
+func (c *Client) ClusterResources(ctx context.Context, typ string) ([]ClusterResource, error) {
+	r := request{method: http.MethodGet, path: "/cluster/resources"}
+	if typ != "" {
+		r.query = url.Values{"type": {typ}}
+	}
+	var raw json.RawMessage
+	if err := c.do(ctx, r, &raw); err != nil {
+		return nil, err
+	}
+	items, err := flatList(raw)
+	if err != nil {
+		return nil, unreadable(r, err)
+	}
+	out := make([]ClusterResource, len(items))
+	for i, it := range items {
+		out[i] = ClusterResource{
+			ID: it["id"], Type: it["type"], Node: it["node"], Status: it["status"], Name: it["name"],
+			VMID: flatInt(it, "vmid"), Storage: it["storage"], PluginType: it["plugintype"],
+			Content: it["content"], Shared: flatBool(it, "shared"), Template: flatBool(it, "template"),
+			Disk: flatInt(it, "disk"), MaxDisk: flatInt(it, "maxdisk"), Mem: flatInt(it, "mem"),
+			MaxMem: flatInt(it, "maxmem"), MaxCPU: flatFloat(it, "maxcpu"), Uptime: flatInt(it, "uptime"),
+		}
+	}
+	return out, nil
+}

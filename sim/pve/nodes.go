@@ -1,0 +1,89 @@
+package simpve
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Version reported by GET /version.
+const (
+	SimVersion = "9.2.0"
+	SimRelease = "9.2"
+	SimRepoID  = "5a1b2c3d4e5f6a7b"
+)
+
+func (s *Server) getVersion(*call) answer {
+	return ok(map[string]any{"version": SimVersion, "release": SimRelease, "repoid": SimRepoID})
+}
+
+func (s *Server) getNodes(*call) answer {
+	out := make([]map[string]any, 0, len(s.state.nodes))
+	for _, n := range s.state.nodes {
+		out = append(out, nodeJSON(n))
+	}
+	return ok(out)
+}
+
+func nodeJSON(n node) map[string]any {
+	m := map[string]any{
+		"node": n.name, "status": n.status, "type": "node", "id": "node/" + n.name, "level": "",
+		"maxcpu": n.maxCPU, "maxmem": n.maxMem, "maxdisk": int64(100 << 30),
+	}
+	if n.status == "online" {
+		m["cpu"] = 0.02
+		m["mem"] = n.maxMem / 8
+		m["disk"] = int64(12 << 30)
+		m["uptime"] = 864000
+	}
+	return m
+}
+
+// resourceTypes is the enum of GET /cluster/resources' type parameter.
+var resourceTypes = []string{"vm", "storage", "node", "sdn"}
+
+func (s *Server) getClusterResources(c *call) answer {
+	typ := c.params.Get("type")
+	if typ != "" && !contains(resourceTypes, typ) {
+		return paramFail(map[string]string{"type": fmt.Sprintf("value '%s' does not have a value in the enumeration '%s'", typ, strings.Join(resourceTypes, ", "))})
+	}
+	out := []map[string]any{}
+	if typ == "" || typ == "node" {
+		for _, n := range s.state.nodes {
+			out = append(out, nodeJSON(n))
+		}
+	}
+	if typ == "" || typ == "storage" {
+		for _, n := range s.state.nodes {
+			for _, id := range s.state.storageIDs() {
+				m := s.state.storages[id]
+				if !storageOnNode(m, n.name) {
+					continue
+				}
+				status := storageAvailable
+				if m["disable"] == "1" || n.status != "online" {
+					status = "unknown"
+				}
+				shared := 0
+				if sharedTypes[m["type"]] || m["shared"] == "1" {
+					shared = 1
+				}
+				content := m["content"]
+				out = append(out, map[string]any{
+					"id": "storage/" + n.name + "/" + id, "type": "storage", "storage": id, "node": n.name,
+					"status": status, "plugintype": m["type"], "content": content, "shared": shared,
+					"disk": int64(20 << 30), "maxdisk": int64(1 << 40),
+				})
+			}
+		}
+	}
+	return ok(out)
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
