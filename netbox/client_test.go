@@ -1,0 +1,246 @@
+package netbox_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/proxbus/proxbus/netbox"
+	simnetbox "github.com/proxbus/proxbus/sim/netbox"
+)
+
+// TestNew pins config validation: bad URLs and tokens are refused without echoing the token.
+func TestNew(t *testing.T) {
+	t.Parallel()
+	const canary = "canary0123456789abcdef0123456789abcdef01"
+	tests := []struct {
+		name, url, token string
+		wantErr          bool
+		wantBase         string
+	}{
+		{"plain", "https://netbox.example.net", canary, false, "https://netbox.example.net"},
+		{"trailing slash and /api", "https://netbox.example.net/api/", canary, false, "https://netbox.example.net"},
+		{"sub path", "https://example.net/netbox/", canary, false, "https://example.net/netbox"},
+		{"no scheme", "netbox.example.net", canary, true, ""},
+		{"ftp", "ftp://netbox.example.net", canary, true, ""},
+		{"credentials in URL", "https://user:" + canary + "@netbox.example.net", canary, true, ""},
+		{"query", "https://netbox.example.net/?token=" + canary, canary, true, ""},
+		{"no token", "https://netbox.example.net", "", true, ""},
+		{"token with newline", "https://netbox.example.net", canary + "\nX-Evil: 1", true, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := netbox.New(netbox.Config{URL: tc.url, Token: tc.token})
+			if tc.wantErr {
+				if !errors.Is(err, netbox.ErrConfig) {
+					t.Fatalf("err = %v, want ErrConfig", err)
+				}
+				if strings.Contains(err.Error(), canary) {
+					t.Fatalf("error text contains the token: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.BaseURL() != tc.wantBase {
+				t.Fatalf("BaseURL = %q, want %q", c.BaseURL(), tc.wantBase)
+			}
+		})
+	}
+}
+
+// TestEndpoint pins the endpoint lookup against the simulator and each failure's sentinel.
+func TestEndpoint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		id      int64
+		token   string
+		prepare func(*simnetbox.Server)
+		timeout time.Duration
+		want    netbox.Endpoint
+		wantErr error
+		status  int
+	}{
+		{name: "writable", id: 1, want: netbox.Endpoint{ID: 1, Name: "lab", AllowWrites: true}},
+		{name: "read-only", id: 2, want: netbox.Endpoint{ID: 2, Name: "lab-readonly", AllowWrites: false}},
+		{name: "v2 token", id: 1, token: simnetbox.TokenV2, want: netbox.Endpoint{ID: 1, Name: "lab", AllowWrites: true}},
+		{name: "unknown", id: 99, wantErr: netbox.ErrNotFound, status: 404},
+		{name: "not positive", id: 0, wantErr: netbox.ErrNotFound},
+		{name: "503", id: 1, prepare: func(s *simnetbox.Server) { s.FailRequests(1, 503) }, wantErr: netbox.ErrUnavailable, status: 503},
+		{name: "429", id: 1, prepare: func(s *simnetbox.Server) { s.FailRequests(1, 429) }, wantErr: netbox.ErrUnavailable, status: 429},
+		{name: "down", id: 1, prepare: func(s *simnetbox.Server) { s.SetDown(true) }, wantErr: netbox.ErrUnavailable, status: 503},
+		{name: "bad token", id: 1, token: "ffffffffffffffffffffffffffffffffffffffff", wantErr: netbox.ErrUnauthorized, status: 403},
+		{name: "bad v2 token", id: 1, token: "nbt_demo00000000.wrong", wantErr: netbox.ErrUnauthorized, status: 403},
+		{name: "timeout", id: 1, prepare: func(s *simnetbox.Server) { s.SetLatency(time.Minute) }, timeout: 50 * time.Millisecond, wantErr: netbox.ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, simnetbox.TokenV1)
+			if tc.prepare != nil {
+				tc.prepare(f.sim)
+			}
+			token := tc.token
+			if token == "" {
+				token = simnetbox.TokenV1
+			}
+			timeout := tc.timeout
+			if timeout == 0 {
+				timeout = 2 * time.Second
+			}
+			c := newClient(t, f.url, token, timeout)
+			got, err := c.Endpoint(context.Background(), tc.id)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("err = %v, want %v", err, tc.wantErr)
+				}
+				if netbox.IsTransient(err) != (tc.wantErr == netbox.ErrUnavailable) {
+					t.Fatalf("IsTransient(%v) wrong", err)
+				}
+				var ne *netbox.Error
+				if !errors.As(err, &ne) || ne.Status != tc.status {
+					t.Fatalf("status of %v = %+v, want %d", err, ne, tc.status)
+				}
+				if got != (netbox.Endpoint{}) {
+					t.Fatalf("endpoint on error = %+v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Fatalf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestEndpointShapes pins how allow_writes is read from answers the simulator never gives.
+func TestEndpointShapes(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		status    int
+		ctype     string
+		body      string
+		wantAllow bool
+		wantErr   error
+	}{
+		{"field true", 200, "application/json", `{"id":5,"name":"x","allow_writes":true}`, true, nil},
+		{"missing field", 200, "application/json", `{"id":5,"name":"x"}`, false, nil},
+		{"null", 200, "application/json", `{"id":5,"allow_writes":null}`, false, nil},
+		{"string true", 200, "application/json", `{"id":5,"allow_writes":"true"}`, false, nil},
+		{"custom field", 200, "application/json", `{"id":5,"custom_fields":{"allow_writes":true}}`, true, nil},
+		{"field wins over custom field", 200, "application/json", `{"id":5,"allow_writes":false,"custom_fields":{"allow_writes":true}}`, false, nil},
+		{"other id", 200, "application/json", `{"id":6,"allow_writes":true}`, false, netbox.ErrUnavailable},
+		{"html login page", 200, "text/html", `<html>login</html>`, false, netbox.ErrUnavailable},
+		{"401", 401, "application/json", `{"detail":"Authentication credentials were not provided."}`, false, netbox.ErrUnauthorized},
+		{"405", 405, "application/json", `{"detail":"Method not allowed"}`, false, netbox.ErrRejected},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, stub(t, tc.status, tc.ctype, tc.body), simnetbox.TokenV1, time.Second)
+			ep, err := c.Endpoint(context.Background(), 5)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tc.wantErr)
+			}
+			if ep.AllowWrites != tc.wantAllow {
+				t.Fatalf("AllowWrites = %v, want %v", ep.AllowWrites, tc.wantAllow)
+			}
+		})
+	}
+}
+
+// TestAuthSchemes checks the header each token kind puts on the wire, for both the plain
+// requests and go-netbox's.
+func TestAuthSchemes(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ token, header string }{
+		{simnetbox.TokenV1, "Token " + simnetbox.TokenV1},
+		{simnetbox.TokenV2, "Bearer " + simnetbox.TokenV2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.header[:5], func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, tc.token)
+			ctx := context.Background()
+			if err := f.client.Ping(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.client.Endpoint(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			ref, err := f.client.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: netbox.ObjectTypeEndpoint, ObjectID: 1, Kind: netbox.KindInfo, Comments: "x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := f.client.UpdateJournalEntry(ctx, ref.ID, netbox.KindSuccess, "y"); err != nil {
+				t.Fatal(err)
+			}
+			reqs := f.rec.requests()
+			if len(reqs) != 4 {
+				t.Fatalf("%d requests, want 4", len(reqs))
+			}
+			for _, r := range reqs {
+				if r.Auth != tc.header {
+					t.Fatalf("%s %s sent Authorization %q, want %q", r.Method, r.Path, r.Auth, tc.header)
+				}
+			}
+		})
+	}
+}
+
+// TestPing pins the readiness probe's answers.
+func TestPing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	if err := f.client.Ping(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.sim.Requests("GET", "/api/status/"); n != 1 {
+		t.Fatalf("status requests = %d", n)
+	}
+	f.sim.SetDown(true)
+	if err := f.client.Ping(context.Background()); !netbox.IsTransient(err) {
+		t.Fatalf("ping of a down NetBox = %v", err)
+	}
+	// Nothing listens on a closed port: a network error is transient too.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	c := newClient(t, "http://"+addr, simnetbox.TokenV1, time.Second)
+	if err := c.Ping(context.Background()); !netbox.IsTransient(err) {
+		t.Fatalf("ping of a closed port = %v", err)
+	}
+}
+
+// TestCallerCancellation checks that a request abandoned by its caller is transient and still
+// says why (context.Canceled), so a shutting-down caller can tell it apart from an outage.
+func TestCallerCancellation(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.client.Endpoint(ctx, 1)
+	if !netbox.IsTransient(err) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want ErrUnavailable wrapping context.Canceled", err)
+	}
+	_, err = f.client.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: netbox.ObjectTypeEndpoint, ObjectID: 1, Comments: "c"})
+	if !netbox.IsTransient(err) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("create: err = %v", err)
+	}
+	if n := len(f.sim.JournalEntries()); n != 0 {
+		t.Fatalf("%d entries created by a cancelled call", n)
+	}
+}

@@ -1,0 +1,82 @@
+package netbox
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// DefaultTimeout bounds one request to NetBox when [Config.Timeout] is zero.
+const DefaultTimeout = 10 * time.Second
+
+// Config says how to reach NetBox.
+type Config struct {
+	// URL is the base URL, e.g. https://netbox.example.net (no /api; a trailing /api is removed).
+	URL string
+	// Token is the API token. A v2 token ("nbt_<key>.<token>", NetBox 4.5+) is sent as
+	// "Authorization: Bearer <token>", anything else (a v1 40-hex key) as "Token <token>".
+	Token string
+	// Timeout bounds each request; DefaultTimeout when zero.
+	Timeout time.Duration
+	// HTTPClient is optional (TLS settings). It is copied, never modified; the copy's Timeout is
+	// set to Timeout when it is zero.
+	HTTPClient *http.Client
+}
+
+// ErrConfig is returned by [New] for an unusable configuration. Its text never contains the token.
+var ErrConfig = errors.New("netbox: invalid config")
+
+// baseURL validates raw and returns it without a trailing slash or /api.
+func baseURL(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", fmt.Errorf("%w: URL does not parse", ErrConfig)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return "", fmt.Errorf("%w: URL scheme must be http or https", ErrConfig)
+	}
+	if u.Host == "" {
+		return "", fmt.Errorf("%w: URL has no host", ErrConfig)
+	}
+	if u.User != nil {
+		return "", fmt.Errorf("%w: URL must not contain credentials", ErrConfig)
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%w: URL must not have a query or fragment", ErrConfig)
+	}
+	p := strings.TrimRight(u.Path, "/")
+	p = strings.TrimSuffix(p, "/api")
+	u.Path, u.RawPath = p, ""
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// authHeader returns the Authorization header value for token.
+func authHeader(token string) (string, error) {
+	t := strings.TrimSpace(token)
+	if t == "" {
+		return "", fmt.Errorf("%w: token is required", ErrConfig)
+	}
+	if strings.ContainsAny(t, " \t\r\n") {
+		return "", fmt.Errorf("%w: token contains whitespace", ErrConfig)
+	}
+	if strings.HasPrefix(t, "nbt_") {
+		return "Bearer " + t, nil
+	}
+	return "Token " + t, nil
+}
+
+// tokenSecrets returns the literal values that must be cut out of any error text: the token
+// and, for a v2 token, its secret part.
+func tokenSecrets(token string) []string {
+	t := strings.TrimSpace(token)
+	out := []string{t}
+	if strings.HasPrefix(t, "nbt_") {
+		if _, secret, ok := strings.Cut(t, "."); ok {
+			out = append(out, secret)
+		}
+	}
+	return out
+}

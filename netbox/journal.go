@@ -1,0 +1,157 @@
+package netbox
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+
+	gonetbox "github.com/netbox-community/go-netbox/v4"
+)
+
+// ObjectTypeEndpoint is the NetBox object type of a netbox-proxbox ProxmoxEndpoint.
+const ObjectTypeEndpoint = "netbox_proxbox.proxmoxendpoint"
+
+// ObjectTypeVM is the NetBox object type of a virtual machine.
+const ObjectTypeVM = "virtualization.virtualmachine"
+
+// Kind is a journal entry's kind (NetBox's JournalEntryKindChoices).
+type Kind string
+
+// The journal entry kinds NetBox accepts.
+const (
+	KindInfo    Kind = "info"
+	KindSuccess Kind = "success"
+	KindWarning Kind = "warning"
+	KindDanger  Kind = "danger"
+)
+
+// Valid reports whether k is one of the kinds NetBox accepts.
+func (k Kind) Valid() bool {
+	switch k {
+	case KindInfo, KindSuccess, KindWarning, KindDanger:
+		return true
+	}
+	return false
+}
+
+// JournalEntry is a journal entry to create.
+type JournalEntry struct {
+	// ObjectType is the assigned object's "app_label.model", e.g. ObjectTypeEndpoint.
+	ObjectType string
+	// ObjectID is the assigned object's id.
+	ObjectID int64
+	// Kind is the entry's kind; empty means NetBox's default (info).
+	Kind Kind
+	// Comments is the Markdown body; required. It must never contain a secret.
+	Comments string
+}
+
+// JournalRef identifies a created journal entry.
+type JournalRef struct {
+	ID int64
+	// URL is the API URL NetBox returned for the entry.
+	URL string
+}
+
+// CreateJournalEntry creates e and returns its id and API URL. Invalid input (no object type,
+// no comments, unknown kind) returns ErrRejected without a request; NetBox's 400 returns
+// ErrRejected naming the rejected fields; transport failures, 5xx and 429 return ErrUnavailable.
+func (c *Client) CreateJournalEntry(ctx context.Context, e JournalEntry) (JournalRef, error) {
+	const op = "create journal entry"
+	if fields := checkEntry(e); len(fields) > 0 {
+		return JournalRef{}, newError(op, ErrRejected, 0, fields, "", nil, c.secrets)
+	}
+	req := gonetbox.NewWritableJournalEntryRequest(e.ObjectType, e.ObjectID, e.Comments)
+	if e.Kind != "" {
+		req.SetKind(gonetbox.JournalEntryKindValue(e.Kind))
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	created, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesCreate(ctx).WritableJournalEntryRequest(*req).Execute()
+	body, ok, cerr := c.apiResult(op, resp, err)
+	if cerr != nil {
+		return JournalRef{}, cerr
+	}
+	if ok && err == nil && created != nil && created.Id > 0 {
+		return JournalRef{ID: int64(created.Id), URL: created.Url}, nil
+	}
+	// The entry was created but go-netbox could not decode the answer strictly: read the two
+	// fields proxbus needs directly.
+	var min struct {
+		ID  int64  `json:"id"`
+		URL string `json:"url"`
+	}
+	if json.Unmarshal(body, &min) != nil || min.ID <= 0 {
+		return JournalRef{}, newError(op, ErrUnavailable, resp.StatusCode, nil, "created entry has no id in the answer", nil, c.secrets)
+	}
+	return JournalRef{ID: min.ID, URL: min.URL}, nil
+}
+
+// UpdateJournalEntry PATCHes entry id's kind and comments (an empty kind is left unchanged).
+// It returns ErrNotFound when the entry is gone, ErrRejected for a refused update (naming the
+// fields), ErrUnavailable for transient failures. A 2xx answer is success even when its body
+// cannot be decoded: the update was applied.
+func (c *Client) UpdateJournalEntry(ctx context.Context, id int64, kind Kind, comments string) error {
+	op := "update journal entry " + strconv.FormatInt(id, 10)
+	var fields []string
+	if id <= 0 || id > math.MaxInt32 {
+		fields = append(fields, "id")
+	}
+	if kind != "" && !kind.Valid() {
+		fields = append(fields, "kind")
+	}
+	if strings.TrimSpace(comments) == "" {
+		fields = append(fields, "comments")
+	}
+	if len(fields) > 0 {
+		return newError(op, ErrRejected, 0, fields, "", nil, c.secrets)
+	}
+	req := gonetbox.NewPatchedWritableJournalEntryRequest()
+	req.SetComments(comments)
+	if kind != "" {
+		req.SetKind(gonetbox.JournalEntryKindValue(kind))
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	_, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesPartialUpdate(ctx, int32(id)).PatchedWritableJournalEntryRequest(*req).Execute()
+	_, _, cerr := c.apiResult(op, resp, err)
+	return cerr
+}
+
+// checkEntry returns the names of e's fields NetBox would refuse, sorted.
+func checkEntry(e JournalEntry) []string {
+	var fields []string
+	if !validObjectType(e.ObjectType) {
+		fields = append(fields, "assigned_object_type")
+	}
+	if e.ObjectID < 0 {
+		fields = append(fields, "assigned_object_id")
+	}
+	if strings.TrimSpace(e.Comments) == "" {
+		fields = append(fields, "comments")
+	}
+	if e.Kind != "" && !e.Kind.Valid() {
+		fields = append(fields, "kind")
+	}
+	return sortedCopy(fields)
+}
+
+// validObjectType reports whether s has NetBox's "app_label.model" form (lower case).
+func validObjectType(s string) bool {
+	app, model, ok := strings.Cut(s, ".")
+	return ok && isIdent(app) && isIdent(model)
+}
+
+func isIdent(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' {
+			return false
+		}
+	}
+	return true
+}
