@@ -22,6 +22,8 @@ type NATSOptions struct {
 	Host string
 	// Port is the client port; 0 picks a free one, -1 too.
 	Port int
+	// MaxPayload overrides the server's 1 MB message limit when positive.
+	MaxPayload int32
 	// StoreDir holds JetStream's files; empty means a new temporary directory that the
 	// returned server's Shutdown does not remove (the caller owns it).
 	StoreDir string
@@ -44,12 +46,13 @@ func StartNATS(opts NATSOptions) (*server.Server, error) {
 		opts.StoreDir = dir
 	}
 	srv, err := server.NewServer(&server.Options{
-		Host:      opts.Host,
-		Port:      opts.Port,
-		JetStream: true,
-		StoreDir:  opts.StoreDir,
-		NoLog:     true,
-		NoSigs:    true,
+		Host:       opts.Host,
+		Port:       opts.Port,
+		JetStream:  true,
+		StoreDir:   opts.StoreDir,
+		NoLog:      true,
+		NoSigs:     true,
+		MaxPayload: opts.MaxPayload,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)

@@ -36,7 +36,14 @@ type NATS struct {
 // it, and stops both when the test ends.
 func StartNATS(t testing.TB) *NATS {
 	t.Helper()
-	srv, err := embedded.StartNATS(embedded.NATSOptions{StoreDir: t.TempDir()})
+	return StartNATSWith(t, embedded.NATSOptions{})
+}
+
+// StartNATSWith is StartNATS with server options (Host, Port and StoreDir are set for you).
+func StartNATSWith(t testing.TB, opts embedded.NATSOptions) *NATS {
+	t.Helper()
+	opts.Host, opts.Port, opts.StoreDir = "", 0, t.TempDir()
+	srv, err := embedded.StartNATS(opts)
 	if err != nil {
 		t.Fatalf("start nats: %v", err)
 	}

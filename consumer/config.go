@@ -1,0 +1,155 @@
+package consumer
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// Defaults applied by [Config.WithDefaults].
+const (
+	DefaultDurable         = "proxbus"
+	DefaultConcurrency     = 8
+	DefaultMaxDeliver      = 5
+	DefaultAckWait         = 30 * time.Second
+	DefaultFetchWait       = 1 * time.Second
+	DefaultReplicas        = 1
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultEventsMaxAge    = 7 * 24 * time.Hour
+	DefaultDLQMaxAge       = 30 * 24 * time.Hour
+	DefaultSweepInterval   = time.Minute
+)
+
+// DefaultBackoff returns the NakWithDelay schedule by delivery count used when a handler asks
+// for a [Retry] without a delay: 1s, 2s, 5s, 10s, 30s; the n-th delivery waits entry n-1 and
+// the last entry repeats. Each call returns a new slice.
+func DefaultBackoff() []time.Duration {
+	return []time.Duration{1 * time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
+}
+
+// ErrInvalidConfig is returned (wrapped) by [New] and [Provision] for a configuration that
+// cannot work, e.g. a missing subject prefix or a nil handler.
+var ErrInvalidConfig = errors.New("consumer: invalid config")
+
+// Config configures provisioning and the consumer. The zero value of every field means its
+// documented default; call [Config.WithDefaults] to see the effective values.
+type Config struct {
+	// Subjects names every subject and stream; its Prefix must be set.
+	Subjects events.Subjects
+	// Durable is the durable consumer's name, shared by every replica. Default "proxbus".
+	Durable string
+	// Concurrency is the worker pool size: at most this many Handle calls run at once in this
+	// process. Default 8.
+	Concurrency int
+	// MaxAckPending is the consumer's MaxAckPending, shared by all replicas of the durable.
+	// Default Concurrency. With N replicas set it to N*Concurrency, or the replicas together
+	// never have more than Concurrency commands in flight.
+	MaxAckPending int
+	// FetchBatch is the largest pull request; default min(Concurrency, 4). A fetch never asks
+	// for more messages than there are free workers, so no message waits unattended.
+	FetchBatch int
+	// FetchWait is how long one pull request waits for messages. It also bounds how long
+	// Run takes to notice cancellation before draining. Default 1s.
+	FetchWait time.Duration
+	// MaxDeliver is the consumer's delivery limit. Default 5.
+	MaxDeliver int
+	// AckWait is the consumer's ack wait. Default 30s.
+	AckWait time.Duration
+	// Heartbeat is the InProgress interval while a message is being handled. Default AckWait/3.
+	Heartbeat time.Duration
+	// Backoff is the NakWithDelay schedule by delivery count for a Retry without a delay;
+	// the last entry repeats. Default [DefaultBackoff]().
+	Backoff []time.Duration
+	// Replicas is the streams' replica count. Default 1.
+	Replicas int
+	// DuplicateWindow is the Nats-Msg-Id dedupe window of the commands, events and DLQ
+	// streams. Default 2m.
+	DuplicateWindow time.Duration
+	// EventsMaxAge is the events stream's MaxAge. Default 7 days.
+	EventsMaxAge time.Duration
+	// DLQMaxAge is the dead-letter stream's MaxAge. Default 30 days.
+	DLQMaxAge time.Duration
+	// SweepInterval is how often Run looks for commands that exhausted MaxDeliver while no
+	// replica received the server's advisory; such a command is dead-lettered after two
+	// sweeps in a row found it. Default 1m.
+	SweepInterval time.Duration
+	// Instance identifies this process in logs.
+	Instance string
+	// Logger receives the consumer's logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with every zero field set to its default. It never changes
+// a field that is set.
+func (c Config) WithDefaults() Config {
+	if c.Durable == "" {
+		c.Durable = DefaultDurable
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.MaxAckPending <= 0 {
+		c.MaxAckPending = c.Concurrency
+	}
+	if c.FetchBatch <= 0 {
+		c.FetchBatch = min(c.Concurrency, 4)
+	}
+	c.FetchBatch = min(c.FetchBatch, c.Concurrency)
+	if c.FetchWait <= 0 {
+		c.FetchWait = DefaultFetchWait
+	}
+	if c.MaxDeliver <= 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	if c.AckWait <= 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = c.AckWait / 3
+	}
+	if len(c.Backoff) == 0 {
+		c.Backoff = DefaultBackoff()
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.DuplicateWindow <= 0 {
+		c.DuplicateWindow = DefaultDuplicateWindow
+	}
+	if c.EventsMaxAge <= 0 {
+		c.EventsMaxAge = DefaultEventsMaxAge
+	}
+	if c.DLQMaxAge <= 0 {
+		c.DLQMaxAge = DefaultDLQMaxAge
+	}
+	if c.SweepInterval <= 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// validate reports a configuration that cannot work; c has defaults applied.
+func (c Config) validate() error {
+	if c.Subjects.Prefix == "" {
+		return fmt.Errorf("%w: subject prefix is empty", ErrInvalidConfig)
+	}
+	if c.Heartbeat >= c.AckWait {
+		return fmt.Errorf("%w: heartbeat %s must be shorter than ack wait %s", ErrInvalidConfig, c.Heartbeat, c.AckWait)
+	}
+	return nil
+}
+
+// backoff returns the Retry delay for a message delivered the given number of times.
+func (c Config) backoff(delivered uint64) time.Duration {
+	if len(c.Backoff) == 0 {
+		c.Backoff = DefaultBackoff()
+	}
+	i := int(min(max(delivered, 1)-1, uint64(len(c.Backoff)-1)))
+	return c.Backoff[i]
+}

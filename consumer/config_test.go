@@ -1,0 +1,110 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// TestWithDefaults pins the documented defaults and that set fields are kept.
+func TestWithDefaults(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		in    Config
+		check func(t *testing.T, c Config)
+	}{
+		{"zero", Config{}, func(t *testing.T, c Config) {
+			if c.Durable != "proxbus" || c.Concurrency != 8 || c.MaxAckPending != 8 || c.FetchBatch != 4 ||
+				c.MaxDeliver != 5 || c.AckWait != 30*time.Second || c.Heartbeat != 10*time.Second ||
+				c.Replicas != 1 || c.DuplicateWindow != 2*time.Minute || c.EventsMaxAge != 7*24*time.Hour ||
+				c.DLQMaxAge != 30*24*time.Hour || len(c.Backoff) != 5 || c.Logger == nil || c.FetchWait != 5*time.Second {
+				t.Errorf("defaults = %+v", c)
+			}
+		}},
+		{"small pool", Config{Concurrency: 2}, func(t *testing.T, c Config) {
+			if c.FetchBatch != 2 || c.MaxAckPending != 2 {
+				t.Errorf("FetchBatch %d MaxAckPending %d, want 2 2", c.FetchBatch, c.MaxAckPending)
+			}
+		}},
+		{"batch capped by pool", Config{Concurrency: 3, FetchBatch: 10}, func(t *testing.T, c Config) {
+			if c.FetchBatch != 3 {
+				t.Errorf("FetchBatch %d, want 3", c.FetchBatch)
+			}
+		}},
+		{"set fields kept", Config{Durable: "x", AckWait: time.Second, Heartbeat: 100 * time.Millisecond, MaxAckPending: 24}, func(t *testing.T, c Config) {
+			if c.Durable != "x" || c.AckWait != time.Second || c.Heartbeat != 100*time.Millisecond || c.MaxAckPending != 24 {
+				t.Errorf("config = %+v", c)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			tt.check(t, tt.in.WithDefaults())
+		})
+	}
+}
+
+// TestBackoffSchedule: the n-th delivery waits Backoff[n-1]; the last entry repeats.
+func TestBackoffSchedule(t *testing.T) {
+	t.Parallel()
+	c := Config{}.WithDefaults()
+	tests := []struct {
+		delivered uint64
+		want      time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 5 * time.Second}, {5, 30 * time.Second}, {9, 30 * time.Second}}
+	for _, tt := range tests {
+		if got := c.backoff(tt.delivered); got != tt.want {
+			t.Errorf("backoff(%d) = %v, want %v", tt.delivered, got, tt.want)
+		}
+	}
+}
+
+// TestNewRejectsBadConfig: New refuses what cannot work, with ErrInvalidConfig.
+func TestNewRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	h := HandlerFunc(func(_ context.Context, _ events.Command, _ Attempt) Disposition { return Disposition{} })
+	e := newEnv(t, nil)
+	tests := []struct {
+		name string
+		cfg  Config
+		h    Handler
+		pub  *Publisher
+	}{
+		{"no prefix", Config{}, h, NewPublisher(e.js)},
+		{"no handler", testConfig(), nil, NewPublisher(e.js)},
+		{"no publisher", testConfig(), h, nil},
+		{"heartbeat not below ack wait", Config{Subjects: events.NewSubjects("p"), AckWait: time.Second, Heartbeat: time.Second}, h, NewPublisher(e.js)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := New(e.js, tt.cfg, tt.h, tt.pub, events.NewEmitter(e.s, "test"))
+			if !errors.Is(err, ErrInvalidConfig) {
+				t.Errorf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+}
+
+// TestAttemptLast and Action names.
+func TestAttemptLastAndActionString(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		at   Attempt
+		last bool
+	}{{Attempt{1, 5}, false}, {Attempt{4, 5}, false}, {Attempt{5, 5}, true}, {Attempt{6, 5}, true}, {Attempt{3, 0}, false}}
+	for _, tt := range tests {
+		if got := tt.at.Last(); got != tt.last {
+			t.Errorf("%+v.Last() = %v, want %v", tt.at, got, tt.last)
+		}
+	}
+	for a, want := range map[Action]string{Ack: "ack", Retry: "retry", DeadLetterAction: "dead_letter", Action(9): "unknown"} {
+		if got := a.String(); got != want {
+			t.Errorf("Action(%d).String() = %q, want %q", int(a), got, want)
+		}
+	}
+}

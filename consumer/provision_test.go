@@ -1,0 +1,146 @@
+package consumer
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/testenv"
+)
+
+// TestStreamConfigsFollowContract pins the three streams of contract §1.
+func TestStreamConfigsFollowContract(t *testing.T) {
+	t.Parallel()
+	cfgs := StreamConfigs(Config{Subjects: events.NewSubjects("proxbus")})
+	want := []struct {
+		name      string
+		subject   string
+		retention jetstream.RetentionPolicy
+		maxAge    time.Duration
+	}{
+		{"PROXBUS_COMMANDS", "proxbus.cmd.>", jetstream.WorkQueuePolicy, 0},
+		{"PROXBUS_EVENTS", "proxbus.evt.>", jetstream.LimitsPolicy, 7 * 24 * time.Hour},
+		{"PROXBUS_DLQ", "proxbus.dlq.>", jetstream.LimitsPolicy, 30 * 24 * time.Hour},
+	}
+	if len(cfgs) != len(want) {
+		t.Fatalf("got %d stream configs, want %d", len(cfgs), len(want))
+	}
+	for i, w := range want {
+		got := cfgs[i]
+		if got.Name != w.name || len(got.Subjects) != 1 || got.Subjects[0] != w.subject {
+			t.Errorf("stream %d = %s %v, want %s [%s]", i, got.Name, got.Subjects, w.name, w.subject)
+		}
+		if got.Retention != w.retention || got.Storage != jetstream.FileStorage {
+			t.Errorf("%s: retention %v storage %v", got.Name, got.Retention, got.Storage)
+		}
+		if got.MaxAge != w.maxAge {
+			t.Errorf("%s: MaxAge %v, want %v", got.Name, got.MaxAge, w.maxAge)
+		}
+		if got.Duplicates != 2*time.Minute || got.Replicas != 1 {
+			t.Errorf("%s: Duplicates %v Replicas %d", got.Name, got.Duplicates, got.Replicas)
+		}
+	}
+}
+
+// TestConsumerConfigHasNoBackOff pins the durable: explicit acks, no BackOff (which would
+// replace AckWait), MaxAckPending tied to Concurrency.
+func TestConsumerConfigHasNoBackOff(t *testing.T) {
+	t.Parallel()
+	cc := ConsumerConfig(Config{Subjects: events.NewSubjects("proxbus"), Concurrency: 3})
+	if cc.Durable != "proxbus" || cc.AckPolicy != jetstream.AckExplicitPolicy || cc.DeliverPolicy != jetstream.DeliverAllPolicy {
+		t.Errorf("consumer config = %+v", cc)
+	}
+	if len(cc.BackOff) != 0 {
+		t.Errorf("BackOff = %v, want none", cc.BackOff)
+	}
+	if cc.MaxAckPending != 3 || cc.MaxDeliver != 5 || cc.AckWait != 30*time.Second || cc.FilterSubject != "proxbus.cmd.>" {
+		t.Errorf("MaxAckPending %d MaxDeliver %d AckWait %v Filter %s", cc.MaxAckPending, cc.MaxDeliver, cc.AckWait, cc.FilterSubject)
+	}
+}
+
+// TestProvisionIsIdempotent runs Provision twice, then with a changed MaxDeliver, and checks
+// the server converges each time.
+func TestProvisionIsIdempotent(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	steps := []struct {
+		name       string
+		maxDeliver int
+	}{
+		{"create", 5},
+		{"again", 5},
+		{"update max deliver", 7},
+	}
+	for _, step := range steps {
+		cfg := testConfig()
+		cfg.MaxDeliver = step.maxDeliver
+		if err := Provision(ctxT(t), n.JS, cfg); err != nil {
+			t.Fatalf("%s: provision: %v", step.name, err)
+		}
+		for _, want := range StreamConfigs(cfg) {
+			st, err := n.JS.Stream(ctxT(t), want.Name)
+			if err != nil {
+				t.Fatalf("%s: stream %s: %v", step.name, want.Name, err)
+			}
+			got := st.CachedInfo().Config
+			if got.Retention != want.Retention || got.MaxAge != want.MaxAge || got.Duplicates != want.Duplicates || got.Subjects[0] != want.Subjects[0] {
+				t.Errorf("%s: %s config = %+v", step.name, want.Name, got)
+			}
+		}
+		c, err := n.JS.Consumer(ctxT(t), "PROXBUS_COMMANDS", "proxbus")
+		if err != nil {
+			t.Fatalf("%s: consumer: %v", step.name, err)
+		}
+		if got := c.CachedInfo().Config.MaxDeliver; got != step.maxDeliver {
+			t.Errorf("%s: MaxDeliver = %d, want %d", step.name, got, step.maxDeliver)
+		}
+	}
+	names := n.JS.StreamNames(ctxT(t))
+	count := 0
+	for range names.Name() {
+		count++
+	}
+	if count != 3 {
+		t.Errorf("%d streams, want 3", count)
+	}
+}
+
+// TestProvisionRejectsEmptyPrefix: a config without a prefix is refused before touching the
+// server.
+func TestProvisionRejectsEmptyPrefix(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	err := Provision(ctxT(t), n.JS, Config{})
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// TestProvisionConvergesOlderStream: a commands stream created by an older version with a
+// different duplicate window is updated in place, its messages kept.
+func TestProvisionConvergesOlderStream(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	old := StreamConfigs(testConfig())[0]
+	old.Duplicates = 10 * time.Second
+	if _, err := n.JS.CreateStream(ctxT(t), old); err != nil {
+		t.Fatalf("create old stream: %v", err)
+	}
+	if _, err := n.JS.Publish(ctxT(t), "proxbus.cmd.vm.start", []byte("{}")); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	e := provisioned(t, n.JS, nil)
+	st, err := e.js.Stream(ctxT(t), "PROXBUS_COMMANDS")
+	if err != nil {
+		t.Fatalf("stream: %v", err)
+	}
+	if got := st.CachedInfo().Config.Duplicates; got != 2*time.Minute {
+		t.Errorf("Duplicates = %v, want 2m", got)
+	}
+	if got := st.CachedInfo().State.Msgs; got != 1 {
+		t.Errorf("messages = %d, want 1 kept", got)
+	}
+}
