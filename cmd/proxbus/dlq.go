@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/proxbus/proxbus/consumer"
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/app"
+)
+
+// cmdDLQ lists, shows and replays dead letters (contract §7).
+func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return fmt.Errorf("%w: proxbus dlq list|show SEQ|replay SEQ", errUsage)
+	}
+	sub := args[0]
+	fs := newFlagSet("dlq "+sub, stderr)
+	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
+	limit := fs.Int("limit", 100, "list at most this many")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	nc, js, err := app.Connect(*natsURL)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	subjects := events.NewSubjects(*prefix)
+	seqArg := func() (uint64, error) {
+		if fs.NArg() != 1 {
+			return 0, fmt.Errorf("%w: proxbus dlq %s SEQ", errUsage, sub)
+		}
+		n, err := strconv.ParseUint(fs.Arg(0), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%w: SEQ must be a stream sequence number", errUsage)
+		}
+		return n, nil
+	}
+	switch sub {
+	case "list":
+		dls, err := consumer.ListDeadLetters(ctx, js, subjects, *limit)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tORIGINAL SUBJECT")
+		for _, d := range dls {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", d.Seq, d.Time.UTC().Format(time.RFC3339), d.Reason, d.OriginalSubject)
+		}
+		return tw.Flush()
+	case "show":
+		seq, err := seqArg()
+		if err != nil {
+			return err
+		}
+		d, err := consumer.GetDeadLetter(ctx, js, subjects, seq)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "seq: %d\nsubject: %s\nreason: %s\noriginal subject: %s\ntime: %s\n", d.Seq, d.Subject, d.Reason, d.OriginalSubject, d.Time.UTC().Format(time.RFC3339))
+		for k, vs := range d.Header {
+			for _, v := range vs {
+				fmt.Fprintf(stdout, "header %s: %s\n", k, v)
+			}
+		}
+		fmt.Fprintf(stdout, "\n%s\n", d.Data)
+		return nil
+	case "replay":
+		seq, err := seqArg()
+		if err != nil {
+			return err
+		}
+		newSeq, err := consumer.ReplayDeadLetter(ctx, js, subjects, seq)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "replayed dead letter %d as command stream seq %d\n", seq, newSeq)
+		return nil
+	default:
+		return fmt.Errorf("%w: proxbus dlq list|show SEQ|replay SEQ", errUsage)
+	}
+}

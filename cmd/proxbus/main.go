@@ -1,0 +1,181 @@
+// Command proxbus drives Proxmox VE from NATS JetStream: `proxbus serve` runs the processor,
+// `proxbus dev` runs everything on embedded defaults, and the other subcommands publish
+// commands, tail events and manage dead letters and streams (contract §10).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/lmittmann/tint"
+)
+
+// version is set with -ldflags "-X main.version=…"; otherwise the module version is used.
+var version = ""
+
+const usage = `proxbus — drive Proxmox VE through NATS JetStream
+
+Usage:
+  proxbus serve [flags]                 run the processor
+  proxbus dev [--demo] [--redis-url U]  everything on embedded defaults (NATS, store, simulators)
+  proxbus send <verb> [--endpoint N] [--data JSON|@file] [--idempotency-key K] [--id ID] [--no-wait]
+  proxbus events [--id ID] [--all]      tail events
+  proxbus dlq list|show SEQ|replay SEQ  inspect and re-inject dead letters
+  proxbus streams apply                 create or update the streams and the consumer
+  proxbus sim pve|netbox [--addr A] [--scenario demo]
+  proxbus version
+
+Every flag has a PROXBUS_* environment variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
+Run 'proxbus <command> -h' for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the process exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() { // a second signal kills the process the default way
+		<-ctx.Done()
+		stop()
+	}()
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdServe(ctx, args[1:], stderr)
+	case "dev":
+		err = cmdDev(ctx, args[1:], stdout, stderr)
+	case "send":
+		return cmdSend(ctx, args[1:], stdout, stderr)
+	case "events":
+		err = cmdEvents(ctx, args[1:], stdout, stderr)
+	case "dlq":
+		err = cmdDLQ(ctx, args[1:], stdout, stderr)
+	case "streams":
+		err = cmdStreams(ctx, args[1:], stdout, stderr)
+	case "sim":
+		err = cmdSim(ctx, args[1:], stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "proxbus", versionString())
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+	default:
+		fmt.Fprintf(stderr, "proxbus: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintln(stderr, "proxbus:", err)
+		return 2
+	default:
+		fmt.Fprintln(stderr, "proxbus:", err)
+		return 1
+	}
+}
+
+var errUsage = errors.New("usage")
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// flagSet is a FlagSet whose defaults come from PROXBUS_* environment variables.
+type flagSet struct {
+	*flag.FlagSet
+	getenv func(string) string
+}
+
+func newFlagSet(name string, stderr io.Writer) *flagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return &flagSet{FlagSet: fs, getenv: os.Getenv}
+}
+
+func envName(flagName string) string {
+	return "PROXBUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func (f *flagSet) str(name, def, help string) *string {
+	if v := f.getenv(envName(name)); v != "" {
+		def = v
+	}
+	return f.String(name, def, help+" ($"+envName(name)+")")
+}
+
+func (f *flagSet) integer(name string, def int, help string) *int {
+	if v, err := strconv.Atoi(f.getenv(envName(name))); err == nil {
+		def = v
+	}
+	return f.Int(name, def, help+" ($"+envName(name)+")")
+}
+
+func (f *flagSet) duration(name string, def time.Duration, help string) *time.Duration {
+	if v, err := time.ParseDuration(f.getenv(envName(name))); err == nil {
+		def = v
+	}
+	return f.Duration(name, def, help+" ($"+envName(name)+")")
+}
+
+func (f *flagSet) boolean(name string, def bool, help string) *bool {
+	if v, err := strconv.ParseBool(f.getenv(envName(name))); err == nil {
+		def = v
+	}
+	return f.Bool(name, def, help+" ($"+envName(name)+")")
+}
+
+// logHandler is tint on a terminal and JSON otherwise, unless format says which.
+func logHandler(w io.Writer, format, level string) (slog.Handler, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q", errUsage, level)
+	}
+	switch format {
+	case "", "auto":
+		if isTerminal(w) {
+			return tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly}), nil
+		}
+		return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}), nil
+	case "json":
+		return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}), nil
+	case "text":
+		return tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: true}), nil
+	default:
+		return nil, fmt.Errorf("%w: --log-format must be auto, json or text", errUsage)
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,99 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/app"
+)
+
+// cmdSend publishes one command in binary mode, shows its steps live and prints the result.
+// Exit code: 0 for a status below 400, 1 otherwise (2 for usage errors).
+func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("send", stderr)
+	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
+	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
+	data := fs.String("data", "{}", "command data: JSON, or @file")
+	key := fs.String("idempotency-key", "", "Idempotency-Key")
+	id := fs.String("id", "", "command id (default random)")
+	source := fs.String("source", "urn:proxbus:cli", "command source")
+	actor := fs.String("actor", "", "actor recorded in the journal")
+	noWait := fs.Bool("no-wait", false, "publish and exit without waiting for the result")
+	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the result")
+	verb, rest := "", args
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		verb, rest = args[0], args[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return 2
+	}
+	if verb == "" && fs.NArg() > 0 {
+		verb = fs.Arg(0)
+	}
+	if verb == "" {
+		fmt.Fprintln(stderr, "proxbus send: a verb is required, e.g. proxbus send storage.pbs.create --endpoint 1 --data @pbs.json")
+		return 2
+	}
+	body := []byte(*data)
+	if strings.HasPrefix(*data, "@") {
+		b, err := os.ReadFile(strings.TrimPrefix(*data, "@"))
+		if err != nil {
+			fmt.Fprintln(stderr, "proxbus send:", err)
+			return 2
+		}
+		body = b
+	}
+	if !json.Valid(body) {
+		fmt.Fprintln(stderr, "proxbus send: --data is not valid JSON")
+		return 2
+	}
+	if *id == "" {
+		b := make([]byte, 12)
+		_, _ = rand.Read(b)
+		*id = "cli-" + hex.EncodeToString(b)
+	}
+	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: time.Now().UTC(),
+		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, Data: body}
+	nc, js, err := app.Connect(*natsURL)
+	if err != nil {
+		fmt.Fprintln(stderr, "proxbus send:", err)
+		return 1
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	subjects := events.NewSubjects(*prefix)
+	fmt.Fprintf(stderr, "sent %s id=%s (follow: %s)\n", verb, cmd.ID, subjects.Follow(cmd.Ref()))
+	res, err := app.Send(ctx, js, subjects, cmd, *noWait, func(st events.Step) {
+		line := fmt.Sprintf("  step %d %-20s %s", st.Seq, st.Step, st.Status)
+		if st.UPID != "" {
+			line += " " + st.UPID
+		}
+		if st.Detail != "" {
+			line += " — " + st.Detail
+		}
+		fmt.Fprintln(stderr, line)
+	})
+	if err != nil {
+		fmt.Fprintln(stderr, "proxbus send:", err)
+		return 1
+	}
+	if *noWait {
+		return 0
+	}
+	out, _ := json.MarshalIndent(res, "", "  ")
+	fmt.Fprintln(stdout, string(out))
+	if res.Status >= 400 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/proxbus/proxbus/internal/app"
+)
+
+// serveFlags are the flags of `serve`, shared by `dev` for the processor's tuning.
+type serveFlags struct {
+	natsURL, redisURL, netboxURL, netboxToken, endpointsFile, prefix, instance *string
+	logFormat, logLevel, redisKeyPrefix                                        *string
+	concurrency, maxDeliver                                                    *int
+	ackWait, dedupeTTL, idemWindow, leaseTTL                                   *time.Duration
+	noProvision                                                                *bool
+}
+
+func addServeFlags(fs *flagSet) *serveFlags {
+	return &serveFlags{
+		natsURL:        fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL"),
+		redisURL:       fs.str("redis-url", "redis://127.0.0.1:6379/0", "Redis URL (rediss:// for TLS, user:password@ for ACL)"),
+		netboxURL:      fs.str("netbox-url", "", "NetBox base URL"),
+		netboxToken:    fs.str("netbox-token", "", "NetBox API token (v1 40-hex or v2 nbt_…)"),
+		endpointsFile:  fs.str("endpoints-file", "", "YAML file of Proxmox endpoints"),
+		prefix:         fs.str("subject-prefix", "proxbus", "prefix of every subject and stream name"),
+		instance:       fs.str("instance", "", "name of this replica (default host-pid)"),
+		logFormat:      fs.str("log-format", "auto", "auto (tint on a terminal, else JSON), json or text"),
+		logLevel:       fs.str("log-level", "info", "debug, info, warn or error"),
+		redisKeyPrefix: fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key"),
+		concurrency:    fs.integer("concurrency", 8, "commands processed at once (MaxAckPending)"),
+		maxDeliver:     fs.integer("max-deliver", 5, "deliveries before a command is dead-lettered"),
+		ackWait:        fs.duration("ack-wait", 30*time.Second, "JetStream AckWait (kept alive by InProgress)"),
+		dedupeTTL:      fs.duration("dedupe-ttl", 24*time.Hour, "how long finished commands are remembered"),
+		idemWindow:     fs.duration("idempotency-window", 60*time.Second, "Idempotency-Key window"),
+		leaseTTL:       fs.duration("lease-ttl", 30*time.Second, "a running command's lease; a dead replica's work is resumed after it"),
+		noProvision:    fs.boolean("no-provision", false, "do not create or update streams and the consumer"),
+	}
+}
+
+func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
+	h, err := logHandler(stderr, *f.logFormat, *f.logLevel)
+	if err != nil {
+		return app.Config{}, err
+	}
+	return app.Config{
+		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: *f.netboxToken,
+		EndpointsFile: *f.endpointsFile, SubjectPrefix: *f.prefix, Instance: *f.instance, RedisKeyPrefix: *f.redisKeyPrefix,
+		Concurrency: *f.concurrency, MaxDeliver: *f.maxDeliver, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
+		IdempotencyWindow: *f.idemWindow, LeaseTTL: *f.leaseTTL, NoProvision: *f.noProvision, LogHandler: h,
+	}, nil
+}
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := newFlagSet("serve", stderr)
+	sf := addServeFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: serve takes no arguments (got %s)", errUsage, strings.Join(fs.Args(), " "))
+	}
+	cfg, err := sf.config(stderr)
+	if err != nil {
+		return err
+	}
+	return app.Serve(ctx, cfg)
+}

@@ -1,0 +1,80 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/netbox"
+	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/store"
+)
+
+// Exec is what a verb's Dispatch gets: the endpoint's Proxmox client, step reporting, and the
+// dispatch marker that makes writes safe across crashes and redeliveries.
+type Exec struct {
+	// Proxmox is the endpoint's client.
+	Proxmox *proxmox.Client
+	// EndpointID is the NetBox id of the endpoint.
+	EndpointID int64
+
+	r        *run
+	lease    *store.Lease // nil for reads
+	progress store.Progress
+	prior    bool
+}
+
+func (r *run) exec(lease *store.Lease, progress store.Progress) *Exec {
+	return &Exec{Proxmox: r.client, EndpointID: r.cmd.EndpointID, r: r, lease: lease, progress: progress, prior: progress.Dispatched}
+}
+
+// PriorDispatch reports whether an earlier attempt of this command may already have sent its
+// write (it recorded the dispatch and then stopped). A verb must then confirm by reading and
+// never send the write again.
+func (x *Exec) PriorDispatch() bool { return x.prior }
+
+// Dispatched reports whether this command's write may have been sent.
+func (x *Exec) Dispatched() bool { return x.progress.Dispatched }
+
+// UnmarkDispatched notes that the write certainly did not leave this process (Proxmox was
+// unreachable before the request was written), so a redelivery may send it. The pipeline
+// records it when it suspends the command for redelivery.
+func (x *Exec) UnmarkDispatched() { x.progress.Dispatched = false }
+
+// MarkDispatched records, before the write is sent, that it may be sent. A verb calls it right
+// before its Proxmox write; when it fails the verb must not write (it returns the error, which
+// the pipeline retries).
+func (x *Exec) MarkDispatched(ctx context.Context) error {
+	if x.lease == nil {
+		return fmt.Errorf("%w: a read verb cannot write", errTransient)
+	}
+	p := x.progress
+	p.Dispatched = true
+	if err := x.r.p.cfg.Store.Checkpoint(ctx, *x.lease, p); err != nil {
+		return fmt.Errorf("%w: recording the dispatch: %v", errTransient, err)
+	}
+	x.progress = p
+	return nil
+}
+
+// Step publishes a step event (contract §3). Publishing failures are logged, never fatal.
+func (x *Exec) Step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
+	r := x.r
+	r.mu.Lock()
+	r.seq++
+	seq := r.seq
+	r.mu.Unlock()
+	msg, err := r.p.cfg.Emitter.StepEvent(r.origin, events.Step{
+		CommandID: r.cmd.ID, CommandSource: r.cmd.Source, Verb: r.cmd.Verb, Seq: seq,
+		Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), At: r.p.cfg.Now(),
+	})
+	if err != nil {
+		r.log.Warn("step not encodable", "err", err)
+		return
+	}
+	if err := r.p.cfg.Publisher.Publish(ctx, msg); err != nil {
+		r.log.Warn("step not published", "step", step, "err", err)
+	}
+}
+
+func kindOf(s string) netbox.Kind { return netbox.Kind(s) }

@@ -1,0 +1,95 @@
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/proxbus/proxbus/netbox"
+	"github.com/proxbus/proxbus/store"
+)
+
+// comments renders the journal entry's Markdown (contract §6): stable bullets, then the verb's
+// own fields; never a secret.
+func (r *run) comments(out Outcome, upid string) string {
+	bullets := []Bullet{
+		{"verb", r.cmd.Verb},
+		{"actor", r.actor()},
+		{"result", out.Result},
+		{"command_id", r.cmd.ID},
+	}
+	if r.cmd.IdempotencyKey != "" {
+		bullets = append(bullets, Bullet{"idempotency_key", r.cmd.IdempotencyKey})
+	}
+	if upid != "" {
+		bullets = append(bullets, Bullet{"proxmox_task_upid", upid})
+	}
+	endpoint := fmt.Sprint(r.cmd.EndpointID)
+	if r.endpoint.Name != "" {
+		endpoint += " (" + r.endpoint.Name + ")"
+	}
+	bullets = append(bullets, Bullet{"endpoint", endpoint}, Bullet{"dispatched_at", r.started.UTC().Format(time.RFC3339)})
+	if out.Reason != "" {
+		detail := out.Reason
+		if out.Detail != "" {
+			detail += ": " + out.Detail
+		}
+		if len(out.Fields) > 0 {
+			detail += " (fields: " + strings.Join(out.Fields, ", ") + ")"
+		}
+		bullets = append(bullets, Bullet{"error_detail", detail})
+	}
+	bullets = append(bullets, r.prep.bullets...)
+	var b strings.Builder
+	for _, bl := range bullets {
+		fmt.Fprintf(&b, "- %s: %s\n", bl.Name, oneLine(r.scrub(bl.Value)))
+	}
+	return b.String()
+}
+
+func (r *run) actor() string {
+	if r.cmd.Actor == "" {
+		return "proxbus"
+	}
+	return r.cmd.Actor
+}
+
+// oneLine keeps a value on its bullet: Markdown structure cannot be injected through it.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
+}
+
+// finalize is contract §4 step 6: PATCH the write-ahead entry to its terminal state, retried;
+// when it still fails the update is kept in Redis for repair (contract §6).
+func (r *run) finalize(ctx context.Context, progress store.Progress, out Outcome, upid string) journalState {
+	kind, comments := out.journalKind(), r.comments(out, upid)
+	var err error
+	for i := 0; i <= r.p.cfg.JournalRetries; i++ {
+		if i > 0 {
+			time.Sleep(r.p.cfg.JournalRetryDelay)
+		}
+		if err = r.p.cfg.Journal.UpdateJournalEntry(ctx, progress.JournalID, kind, comments); err == nil {
+			return journalState{url: progress.JournalURL, finalized: true}
+		}
+		r.log.Warn("journal: terminal update failed", "attempt", i+1, "err", err)
+	}
+	repair := store.Repair{
+		Command: r.key(), EndpointID: r.cmd.EndpointID, JournalID: progress.JournalID, JournalURL: progress.JournalURL,
+		Kind: string(kind), Comments: comments, Ref: r.cmd.Ref(), Verb: r.cmd.Verb,
+		CreatedAt: r.p.cfg.Now(), NextAt: r.p.cfg.Now(), LastError: r.scrub(err.Error()),
+	}
+	if serr := r.p.cfg.Store.SaveRepair(ctx, repair); serr != nil {
+		r.log.Error("journal: pending update could not be kept for repair", "err", serr, "journal_entry_url", progress.JournalURL)
+	}
+	return journalState{url: progress.JournalURL, finalized: false}
+}
+
+// abandonEntry closes a write-ahead entry whose command will not be dispatched by this attempt,
+// so no entry stays in_progress.
+func (r *run) abandonEntry(ctx context.Context, progress store.Progress) {
+	out := Outcome{Result: "not_dispatched", Reason: ReasonStoreUnavailable, Detail: "the command will be retried"}
+	if err := r.p.cfg.Journal.UpdateJournalEntry(ctx, progress.JournalID, netbox.KindWarning, r.comments(out, "")); err != nil {
+		r.log.Warn("journal: abandoned entry not closed", "err", err)
+	}
+}

@@ -1,0 +1,81 @@
+package handlers
+
+import (
+	"errors"
+
+	"github.com/proxbus/proxbus/netbox"
+	"github.com/proxbus/proxbus/proxmox"
+)
+
+// Result words (contract §9).
+const (
+	ResultCreated        = "created"
+	ResultAlreadyPresent = "already_present"
+	ResultOK             = "ok"
+	ResultFailed         = "failed"
+	ResultRefused        = "refused"
+)
+
+// Reasons: the machine-readable error codes of contract §4–§9.
+const (
+	ReasonEndpointIDRequired       = "endpoint_id_required"
+	ReasonEndpointNotFound         = "endpoint_not_found"
+	ReasonEndpointWritesDisabled   = "endpoint_writes_disabled"
+	ReasonNetBoxUnavailable        = "netbox_unavailable"
+	ReasonInvalidBody              = "invalid_body"
+	ReasonInvalidCommand           = "invalid_command"
+	ReasonIdempotencyKeyReused     = "idempotency_key_reused"
+	ReasonJournalUnavailable       = "netbox_journal_unavailable"
+	ReasonJournalFinalization      = "netbox_journal_finalization_failed"
+	ReasonProxmoxRefused           = "proxmox_refused"
+	ReasonProxmoxUnreachable       = "proxmox_unreachable"
+	ReasonStorageConflict          = "storage_conflict"
+	ReasonProxmoxCreateUnconfirmed = "proxmox_create_unconfirmed"
+	ReasonStoreUnavailable         = "store_unavailable"
+)
+
+// Outcome is what a verb (or the pipeline) concluded. Status carries HTTP semantics.
+type Outcome struct {
+	Status        int
+	Result        string
+	Reason        string
+	Detail        string
+	Fields        []string
+	ProxmoxStatus int
+	// UPID is the Proxmox task of the write, recorded in the journal.
+	UPID string
+	// Output is the verb's own payload, marshalled into the result's output.
+	Output any
+}
+
+// journalKind is the NetBox journal kind for a terminal outcome (contract §6).
+func (o Outcome) journalKind() netbox.Kind {
+	switch {
+	case o.Status == 201:
+		return netbox.KindSuccess
+	case o.Status < 400:
+		return netbox.KindInfo
+	default:
+		return netbox.KindWarning
+	}
+}
+
+// errTransient marks a failure that happened before any write and may succeed on redelivery.
+var errTransient = errors.New("transient failure before any write")
+
+// proxmoxFailure maps a Proxmox error to an outcome, or reports that it is transient and the
+// command should be redelivered (nothing was written).
+func proxmoxFailure(err error) (Outcome, bool) {
+	var apiErr *proxmox.APIError
+	switch {
+	case errors.As(err, &apiErr) && !proxmox.IsTransient(err):
+		return Outcome{
+			Status: 502, Result: ResultFailed, Reason: ReasonProxmoxRefused,
+			ProxmoxStatus: apiErr.Status, Fields: apiErr.ParamNames(), Detail: apiErr.Message,
+		}, false
+	case errors.Is(err, errTransient), proxmox.IsTransient(err), errors.Is(err, proxmox.ErrUnreachable):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, true
+	default:
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, false
+	}
+}

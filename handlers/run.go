@@ -1,0 +1,318 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/netbox"
+	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/store"
+)
+
+// run is one delivery of one command on its way through the pipeline.
+type run struct {
+	p      *Pipeline
+	cmd    events.Command
+	at     Attempt
+	origin events.Origin
+	log    *slog.Logger
+	verb   Verb
+
+	endpoint netbox.Endpoint
+	client   *proxmox.Client
+	prep     prepared
+
+	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
+	seq     int
+	started time.Time
+}
+
+// journalState says what the result reports about the journal.
+type journalState struct {
+	url       string
+	finalized bool
+}
+
+// noJournal is the journal state of outcomes that are never journaled (gate refusals, reads).
+var noJournal = journalState{finalized: true}
+
+func (r *run) handle(ctx context.Context) Decision {
+	r.started = r.p.cfg.Now()
+	if out, transient := r.gate(ctx); out != nil {
+		if transient && !r.at.Last() {
+			return r.retry(0, "gate", out.Reason)
+		}
+		r.publishResult(ctx, *out, noJournal)
+		return Decision{Action: Done}
+	}
+	prep, invalid := r.verb.prepare(r.cmd.Data)
+	r.prep = prep
+	if r.verb.VerbAccess() == Read {
+		if invalid != nil {
+			r.publishResult(ctx, *invalid, noJournal)
+			return Decision{Action: Done}
+		}
+		return r.read(ctx)
+	}
+	if invalid != nil {
+		return r.refuseInvalid(ctx, *invalid)
+	}
+	return r.write(ctx)
+}
+
+// gate is contract §4 step 1. It returns the refusal, and whether it is transient.
+func (r *run) gate(ctx context.Context) (*Outcome, bool) {
+	if !r.cmd.HasEndpointID {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointIDRequired}, false
+	}
+	client, ok := r.p.cfg.Proxmox.Get(r.cmd.EndpointID)
+	if !ok {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound, Detail: "endpoint not in the endpoints file"}, false
+	}
+	if r.verb.VerbAccess() == Write && client.Endpoint().ReadOnly {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: "read-only in the endpoints file"}, false
+	}
+	ep, err := r.p.cfg.Endpoints.Endpoint(ctx, r.cmd.EndpointID)
+	switch {
+	case errors.Is(err, netbox.ErrNotFound):
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound}, false
+	case err != nil:
+		r.log.Warn("gate: netbox unavailable", "err", err)
+		return &Outcome{Status: 503, Result: ResultFailed, Reason: ReasonNetBoxUnavailable, Detail: "NetBox did not answer the endpoint lookup"}, true
+	}
+	r.endpoint, r.client = ep, client
+	if r.verb.VerbAccess() == Write && !ep.AllowWrites {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled}, false
+	}
+	return nil, false
+}
+
+// read runs a read verb: no idempotency, no journal.
+func (r *run) read(ctx context.Context) Decision {
+	out, err := r.prep.dispatch(ctx, r.exec(nil, store.Progress{}))
+	if err != nil {
+		mapped, transient := proxmoxFailure(err)
+		if transient && !r.at.Last() {
+			return r.retry(0, "dispatch", err.Error())
+		}
+		out = mapped
+	}
+	r.publishResult(ctx, out, noJournal)
+	return Decision{Action: Done}
+}
+
+// refuseInvalid is contract §4 step 2 for a write verb: one terminal warning entry, no Proxmox
+// call, and the outcome stored so a redelivery does not journal twice.
+func (r *run) refuseInvalid(ctx context.Context, out Outcome) Decision {
+	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
+	if err != nil {
+		return r.retry(0, "store", err.Error())
+	}
+	switch claim.State {
+	case store.Done:
+		return r.replay(ctx, claim.Result)
+	case store.Claimed, store.Resumed:
+	default:
+		return r.retry(r.p.cfg.BusyDelay, "busy", claim.State.String())
+	}
+	ctx = context.WithoutCancel(ctx)
+	journal := journalState{}
+	entry := claim.Progress
+	comments := r.comments(out, "")
+	if entry.JournalID == 0 {
+		ref, err := r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
+			ObjectType: netbox.ObjectTypeEndpoint, ObjectID: r.cmd.EndpointID, Kind: netbox.KindWarning, Comments: comments,
+		})
+		if err != nil {
+			r.log.Warn("journal: invalid body entry not written", "err", err)
+			if netbox.IsTransient(err) && !r.at.Last() {
+				r.release(ctx, claim.Lease)
+				return r.retry(0, "journal", "write failed")
+			}
+		} else {
+			journal = journalState{url: ref.URL, finalized: true}
+		}
+	} else {
+		journal = r.finalize(ctx, entry, out, comments)
+	}
+	return r.complete(ctx, claim.Lease, out, journal)
+}
+
+// write is contract §4 steps 3–7 for a valid write command.
+func (r *run) write(ctx context.Context) Decision {
+	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner()}
+	if r.cmd.IdempotencyKey != "" {
+		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
+	}
+	claim, err := r.p.cfg.Store.Claim(ctx, req)
+	if err != nil {
+		r.log.Warn("store: claim failed", "err", err)
+		return r.retryOrFail(ctx, Outcome{Status: 503, Result: ResultFailed, Reason: ReasonStoreUnavailable}, "store")
+	}
+	switch claim.State {
+	case store.Done:
+		return r.replay(ctx, claim.Result)
+	case store.IdemReplay:
+		if err := r.p.cfg.Store.CompleteReplay(ctx, r.key(), claim.Result); err != nil {
+			r.log.Warn("store: replay not recorded", "err", err)
+		}
+		return r.replay(ctx, claim.Result)
+	case store.IdemReused:
+		return r.refuseReused(ctx)
+	case store.Busy, store.IdemInFlight:
+		r.log.Info("twin in flight; waiting", "state", claim.State.String())
+		return Decision{Action: Retry, Delay: r.p.cfg.BusyDelay}
+	case store.Claimed, store.Resumed:
+	default:
+		return r.retry(0, "store", "unexpected claim state "+claim.State.String())
+	}
+	if ctx.Err() != nil { // draining, and nothing has started: let another replica take it
+		r.release(context.WithoutCancel(ctx), claim.Lease)
+		return Decision{Action: Retry}
+	}
+	// From the write-ahead entry on, the command is completed even while the process drains.
+	ctx = context.WithoutCancel(ctx)
+	stop := r.keepLease(ctx, claim.Lease)
+	defer stop()
+	return r.execute(ctx, claim)
+}
+
+func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
+	lease, progress := claim.Lease, claim.Progress
+	if progress.JournalID == 0 {
+		ref, err := r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
+			ObjectType: netbox.ObjectTypeEndpoint, ObjectID: r.cmd.EndpointID, Kind: netbox.KindInfo,
+			Comments: r.comments(Outcome{Result: "in_progress"}, ""),
+		})
+		if err != nil {
+			r.log.Warn("journal: write-ahead entry not written; nothing dispatched", "err", err)
+			if netbox.IsTransient(err) && !r.at.Last() {
+				r.release(ctx, lease)
+				return r.retry(0, "journal", "write-ahead failed")
+			}
+			out := Outcome{Status: 503, Result: ResultFailed, Reason: ReasonJournalUnavailable, Detail: "the write-ahead journal entry could not be written; nothing was dispatched"}
+			return r.complete(ctx, lease, out, journalState{})
+		}
+		progress.JournalID, progress.JournalURL = ref.ID, ref.URL
+		if err := r.p.cfg.Store.Checkpoint(ctx, lease, progress); err != nil {
+			r.log.Warn("store: checkpoint failed; nothing dispatched", "err", err)
+			r.abandonEntry(ctx, progress)
+			r.release(ctx, lease)
+			return r.retry(0, "store", err.Error())
+		}
+	}
+	x := r.exec(&lease, progress)
+	if claim.State == store.Resumed {
+		r.log.Info("resuming a command whose previous owner stopped", "prior_dispatch", progress.Dispatched)
+	}
+	out, err := r.prep.dispatch(ctx, x)
+	if err != nil {
+		mapped, transient := proxmoxFailure(err)
+		if transient && !x.Dispatched() && !r.at.Last() {
+			r.log.Warn("dispatch: transient failure before any write; will retry", "err", r.scrub(err.Error()))
+			x.Step(ctx, "dispatch", events.StepRetrying, "", "transient failure before any write")
+			if err := r.p.cfg.Store.Suspend(ctx, lease, x.progress); err != nil {
+				r.log.Warn("store: suspend failed", "err", err)
+			}
+			return r.retry(0, "dispatch", "transient")
+		}
+		out = mapped
+	}
+	journal := r.finalize(ctx, progress, out, out.UPID)
+	return r.complete(ctx, lease, out, journal)
+}
+
+// refuseReused answers 422 idempotency_key_reused without journaling or writing.
+func (r *run) refuseReused(ctx context.Context) Decision {
+	out := Outcome{Status: 422, Result: ResultRefused, Reason: ReasonIdempotencyKeyReused, Detail: "the Idempotency-Key was used with a different request"}
+	res := r.result(out, noJournal)
+	if raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason}); err == nil {
+		if err := r.p.cfg.Store.CompleteReplay(ctx, r.key(), raw); err != nil {
+			r.log.Warn("store: refusal not recorded", "err", err)
+		}
+	}
+	r.publish(ctx, res)
+	return Decision{Action: Done}
+}
+
+// complete stores the outcome under the command's identity (and key), then publishes the
+// result. A store failure leaves the message unacked: the redelivery resumes from the record.
+func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, journal journalState) Decision {
+	res := r.result(out, journal)
+	raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason})
+	if err != nil {
+		r.log.Error("result not encodable", "err", err)
+		return r.retry(0, "encode", err.Error())
+	}
+	if err := r.p.cfg.Store.Complete(ctx, lease, raw); err != nil {
+		r.log.Warn("store: outcome not recorded; redelivery will resume", "err", err)
+		return r.retry(0, "store", err.Error())
+	}
+	r.log.Info("command finished", "status", res.Status, "result", res.Result, "reason", res.Reason,
+		"journal_finalized", res.JournalFinalized, "duration", r.p.cfg.Now().Sub(r.started))
+	if err := r.publish(ctx, res); err != nil {
+		return r.retry(0, "publish", err.Error())
+	}
+	return Decision{Action: Done}
+}
+
+// retryOrFail redelivers while deliveries remain, else publishes out as the final answer.
+func (r *run) retryOrFail(ctx context.Context, out Outcome, stage string) Decision {
+	if !r.at.Last() {
+		return r.retry(0, stage, out.Reason)
+	}
+	r.publishResult(ctx, out, noJournal)
+	return Decision{Action: Done}
+}
+
+func (r *run) retry(delay time.Duration, stage, why string) Decision {
+	r.log.Info("retrying by redelivery", "stage", stage, "why", r.scrub(why))
+	return Decision{Action: Retry, Delay: delay}
+}
+
+func (r *run) release(ctx context.Context, lease store.Lease) {
+	if err := r.p.cfg.Store.Release(ctx, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		r.log.Warn("store: release failed", "err", err)
+	}
+}
+
+// keepLease renews the command's lease until the returned stop is called (which waits for the
+// renewer to end).
+func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
+	every := r.p.cfg.Store.Options().LeaseTTL / 3
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err := r.p.cfg.Store.Renew(ctx, lease); err != nil {
+					r.log.Warn("store: lease renewal failed", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (r *run) key() store.CommandKey { return store.CommandKey{Source: r.cmd.Source, ID: r.cmd.ID} }
+
+func (r *run) owner() string {
+	return fmt.Sprintf("%s/%d/%d", r.p.cfg.Instance, r.at.Delivered, r.p.cfg.Now().UnixNano())
+}
+
+// scrub removes this command's secrets and secret-named assignments from text.
+func (r *run) scrub(s string) string { return redact.Values(s, r.prep.secrets...) }

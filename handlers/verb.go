@@ -1,0 +1,152 @@
+package handlers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/proxbus/proxbus/redact"
+)
+
+// Access says whether a verb changes Proxmox. Reads skip the allow_writes check, idempotency
+// and the journal (contract §4).
+type Access int
+
+const (
+	// Read verbs only look.
+	Read Access = iota
+	// Write verbs change Proxmox and go through every pipeline step.
+	Write
+)
+
+// Bullet is one "- name: value" line of a journal comment. Values must never be secrets.
+type Bullet struct{ Name, Value string }
+
+// Spec defines a verb. In is the validated input; its JSON form (with secret-named fields
+// removed) is the request fingerprint of the Idempotency-Key window.
+type Spec[In any] struct {
+	// Name is the verb, e.g. "storage.pbs.create".
+	Name string
+	// Access is Read or Write.
+	Access Access
+	// Decode reads and validates the data through f; every problem is reported with f.Fail or by
+	// the typed getters. The result is used only when f has no failures.
+	Decode func(f *Fields) In
+	// Resource is the resource id that scopes the Idempotency-Key (storage id, vmid, node).
+	Resource func(In) string
+	// Secrets returns the write-only values of the input, cut out of every text proxbus emits.
+	Secrets func(In) []string
+	// Describe returns the verb's own journal bullets (never a secret).
+	Describe func(In) []Bullet
+	// Dispatch performs the verb. A returned error means the verb did not reach an outcome:
+	// the pipeline maps it ([proxmoxFailure]) and retries transient failures that happened
+	// before any write.
+	Dispatch func(ctx context.Context, x *Exec, in In) (Outcome, error)
+}
+
+// Verb is a [Spec] with its input type erased, as the pipeline and the registry hold it.
+type Verb interface {
+	// VerbName is the verb's name.
+	VerbName() string
+	// VerbAccess is Read or Write.
+	VerbAccess() Access
+	prepare(data json.RawMessage) (prepared, *Outcome)
+}
+
+// prepared is a validated command, ready to run.
+type prepared struct {
+	resource    string
+	fingerprint string
+	secrets     []string
+	bullets     []Bullet
+	dispatch    func(ctx context.Context, x *Exec) (Outcome, error)
+}
+
+// VerbName implements [Verb].
+func (s Spec[In]) VerbName() string { return s.Name }
+
+// VerbAccess implements [Verb].
+func (s Spec[In]) VerbAccess() Access { return s.Access }
+
+func (s Spec[In]) prepare(data json.RawMessage) (prepared, *Outcome) {
+	f, err := newFields(data)
+	if err != nil {
+		return prepared{}, invalidBody(nil, "data must be a JSON object")
+	}
+	in := s.Decode(f)
+	if out := f.outcome(); out != nil {
+		return prepared{}, out
+	}
+	fp, err := fingerprint(in)
+	if err != nil {
+		return prepared{}, invalidBody(nil, "data cannot be fingerprinted")
+	}
+	p := prepared{
+		resource:    s.Resource(in),
+		fingerprint: fp,
+		dispatch:    func(ctx context.Context, x *Exec) (Outcome, error) { return s.Dispatch(ctx, x, in) },
+	}
+	if s.Secrets != nil {
+		p.secrets = s.Secrets(in)
+	}
+	if s.Describe != nil {
+		p.bullets = s.Describe(in)
+	}
+	return p, nil
+}
+
+// fingerprint is sha256 of the canonical JSON of in with every secret-named field removed.
+func fingerprint(in any) (string, error) {
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("fingerprint: %w", err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", fmt.Errorf("fingerprint: %w", err)
+	}
+	canon, err := json.Marshal(redact.Strip(v)) // map keys are sorted by encoding/json
+	if err != nil {
+		return "", fmt.Errorf("fingerprint: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// Registry maps verb names to verbs.
+type Registry struct{ verbs map[string]Verb }
+
+// NewRegistry registers verbs; a name registered twice keeps the last one.
+func NewRegistry(verbs ...Verb) *Registry {
+	r := &Registry{verbs: make(map[string]Verb, len(verbs))}
+	for _, v := range verbs {
+		r.verbs[v.VerbName()] = v
+	}
+	return r
+}
+
+// Lookup returns the verb with this name.
+func (r *Registry) Lookup(name string) (Verb, bool) {
+	v, ok := r.verbs[name]
+	return v, ok
+}
+
+// Names returns the registered verb names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, 0, len(r.verbs))
+	for n := range r.verbs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Builtin returns every verb proxbus implements: one row per verb.
+func Builtin() []Verb {
+	return []Verb{
+		StoragePBSCreate(),
+	}
+}

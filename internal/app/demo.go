@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// demoCase is one scripted command of the tour and the outcome it must have.
+type demoCase struct {
+	title          string
+	verb           string
+	endpoint       int64 // 0: no endpointid
+	idempotencyKey string
+	data           string
+	wantStatus     int
+	wantResult     string
+	wantReason     string
+	wantReplayed   bool
+}
+
+const demoFingerprint = "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"
+
+func pbsData(storage, datastore string) string {
+	return fmt.Sprintf(`{"storage":%q,"server":"pbs.demo.lan","datastore":%q,"username":"backup@pbs!proxbus","password":"demo-pbs-secret","fingerprint":%q}`,
+		storage, datastore, demoFingerprint)
+}
+
+// demoTour is every implemented verb's main paths.
+func demoTour(run string) []demoCase {
+	key := "demo-key-" + run
+	return []demoCase{
+		{title: "create a PBS storage", verb: "storage.pbs.create", endpoint: 1, idempotencyKey: key,
+			data: pbsData("pbs-"+run, "store1"), wantStatus: 201, wantResult: "created"},
+		{title: "replay with the same Idempotency-Key", verb: "storage.pbs.create", endpoint: 1, idempotencyKey: key,
+			data: pbsData("pbs-"+run, "store1"), wantStatus: 201, wantResult: "created", wantReplayed: true},
+		{title: "same key, different body", verb: "storage.pbs.create", endpoint: 1, idempotencyKey: key,
+			data: pbsData("pbs-"+run, "store2"), wantStatus: 422, wantResult: "refused", wantReason: "idempotency_key_reused"},
+		{title: "create it again without a key", verb: "storage.pbs.create", endpoint: 1,
+			data: pbsData("pbs-"+run, "store1"), wantStatus: 200, wantResult: "already_present"},
+		{title: "same id, different datastore", verb: "storage.pbs.create", endpoint: 1,
+			data: pbsData("pbs-"+run, "store9"), wantStatus: 409, wantResult: "refused", wantReason: "storage_conflict"},
+		{title: "read-only endpoint", verb: "storage.pbs.create", endpoint: 2,
+			data: pbsData("pbs-ro-"+run, "store1"), wantStatus: 403, wantResult: "refused", wantReason: "endpoint_writes_disabled"},
+		{title: "no endpoint", verb: "storage.pbs.create",
+			data: pbsData("pbs-x-"+run, "store1"), wantStatus: 403, wantResult: "refused", wantReason: "endpoint_id_required"},
+		{title: "invalid body", verb: "storage.pbs.create", endpoint: 1,
+			data: `{"storage":"1bad","server":"pbs.demo.lan","password":"demo-pbs-secret"}`, wantStatus: 422, wantResult: "refused", wantReason: "invalid_body"},
+	}
+}
+
+// RunDemo plays the scripted tour against a running proxbus, printing every step and result to
+// w. It returns an error naming each case whose outcome was not the expected one.
+func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, w io.Writer) error {
+	run := fmt.Sprint(time.Now().Unix())
+	var failed []string
+	for i, c := range demoTour(run) {
+		cmd := events.Command{
+			ID: fmt.Sprintf("demo-%s-%02d", run, i+1), Source: "urn:proxbus:demo", Type: "proxbus." + c.verb, Verb: c.verb,
+			EndpointID: c.endpoint, HasEndpointID: c.endpoint != 0, IdempotencyKey: c.idempotencyKey,
+			Actor: "demo", Data: json.RawMessage(c.data),
+		}
+		fmt.Fprintf(w, "\n▶ %s (%s)\n", c.title, c.verb)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := Send(cctx, js, subjects, cmd, false, func(st events.Step) {
+			fmt.Fprintf(w, "  step %d %s %s\n", st.Seq, st.Step, st.Status)
+		})
+		cancel()
+		if err != nil {
+			fmt.Fprintf(w, "  ✗ no result: %v\n", err)
+			failed = append(failed, c.title)
+			continue
+		}
+		out, _ := json.Marshal(res)
+		fmt.Fprintf(w, "  result %s\n", out)
+		if res.Status != c.wantStatus || res.Result != c.wantResult || res.Reason != c.wantReason || res.Replayed != c.wantReplayed {
+			fmt.Fprintf(w, "  ✗ expected status %d result %q reason %q replayed %v\n", c.wantStatus, c.wantResult, c.wantReason, c.wantReplayed)
+			failed = append(failed, c.title)
+			continue
+		}
+		fmt.Fprintf(w, "  ✓ %d %s\n", res.Status, res.Result)
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("demo: %d case(s) did not match: %s", len(failed), strings.Join(failed, "; "))
+	}
+	fmt.Fprintln(w, "\ndemo: every outcome matched")
+	return nil
+}

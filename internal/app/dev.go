@@ -1,0 +1,167 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/proxbus/proxbus/internal/embedded"
+	"github.com/proxbus/proxbus/proxmox"
+	simnetbox "github.com/proxbus/proxbus/sim/netbox"
+	simpve "github.com/proxbus/proxbus/sim/pve"
+)
+
+// Demo credentials accepted by the simulators' demo scenario (contract §10).
+const (
+	DemoPVETokenID     = "proxbus@pve!demo"
+	DemoPVEAuditToken  = "proxbus@pve!audit"
+	DemoPVESecret      = "demo-secret"
+	DemoNetBoxToken    = "0123456789abcdef0123456789abcdef01234567"
+	DemoNetBoxV2Token  = "nbt_demo00000000.demo-secret"
+	demoSecretVariable = "PROXBUS_DEMO_SECRET"
+)
+
+// DevOptions configures [StartDev].
+type DevOptions struct {
+	// RedisURL is a real Redis to use; empty starts the embedded, non-durable one.
+	RedisURL string
+	// NATSPort is tried first for the embedded NATS (default 4222); a free port otherwise.
+	NATSPort int
+	// Logger receives the simulators' logs.
+	Logger *slog.Logger
+}
+
+// DevEnv is the infrastructure of `proxbus dev`: embedded NATS JetStream, a store, and both
+// simulators with the demo cluster.
+type DevEnv struct {
+	NATSURL   string
+	RedisURL  string
+	PVEURL    string
+	NetBoxURL string
+	// RedisEmbedded is true when the non-durable embedded Redis is in use.
+	RedisEmbedded bool
+	PVE           *simpve.Server
+	NetBox        *simnetbox.Server
+
+	nats   *server.Server
+	redis  *miniredis.Miniredis
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+	closer []io.Closer
+}
+
+// StartDev starts the dev infrastructure. Close stops all of it.
+func StartDev(opts DevOptions) (*DevEnv, error) {
+	env := &DevEnv{}
+	ok := false
+	defer func() {
+		if !ok {
+			env.Close()
+		}
+	}()
+	port := opts.NATSPort
+	if port == 0 {
+		port = 4222
+	}
+	if !embedded.PortFree("127.0.0.1", port) {
+		port = -1
+	}
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Port: port})
+	if err != nil {
+		return nil, err
+	}
+	env.nats, env.NATSURL = ns, ns.ClientURL()
+
+	if opts.RedisURL != "" {
+		env.RedisURL = opts.RedisURL
+	} else {
+		m, err := embedded.StartRedis()
+		if err != nil {
+			return nil, err
+		}
+		env.redis, env.RedisURL, env.RedisEmbedded = m, "redis://"+m.Addr(), true
+		ctx, cancel := context.WithCancel(context.Background())
+		env.stop = cancel
+		env.wg.Add(1)
+		go func() { // the embedded Redis expires keys only when its clock is advanced
+			defer env.wg.Done()
+			runRedisClock(ctx, m)
+		}()
+	}
+
+	env.PVE = simpve.New(simpve.Options{Scenario: "demo", Logger: opts.Logger})
+	if env.PVEURL, err = env.PVE.Start("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("pve simulator: %w", err)
+	}
+	env.closer = append(env.closer, env.PVE)
+	env.NetBox = simnetbox.New(simnetbox.Options{Scenario: "demo", Logger: opts.Logger})
+	if env.NetBoxURL, err = env.NetBox.Start("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("netbox simulator: %w", err)
+	}
+	env.closer = append(env.closer, env.NetBox)
+	ok = true
+	return env, nil
+}
+
+func runRedisClock(ctx context.Context, m *miniredis.Miniredis) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			m.FastForward(now.Sub(last))
+			last = now
+		}
+	}
+}
+
+// Endpoints is the endpoints file of the demo cluster: endpoint 1 (writes allowed in NetBox)
+// and endpoint 2 (read-only in NetBox), both on the PVE simulator with the demo token.
+func (e *DevEnv) Endpoints() []proxmox.EndpointConfig {
+	ep := func(id int64, name string) proxmox.EndpointConfig {
+		return proxmox.EndpointConfig{ID: id, Name: name, URLs: []string{e.PVEURL}, TokenID: DemoPVETokenID,
+			TokenSecretEnv: demoSecretVariable, MaxParallel: 8, Timeout: 10 * time.Second}
+	}
+	return []proxmox.EndpointConfig{ep(1, "lab"), ep(2, "lab-readonly")}
+}
+
+// ServeConfig is the [Config] that runs proxbus against this environment.
+func (e *DevEnv) ServeConfig() Config {
+	return Config{
+		NATSURL: e.NATSURL, RedisURL: e.RedisURL, NetBoxURL: e.NetBoxURL, NetBoxToken: DemoNetBoxToken,
+		Endpoints: e.Endpoints(),
+		Getenv: func(name string) string {
+			if name == demoSecretVariable {
+				return DemoPVESecret
+			}
+			return ""
+		},
+	}
+}
+
+// Close stops everything StartDev started.
+func (e *DevEnv) Close() {
+	for i := len(e.closer) - 1; i >= 0; i-- {
+		_ = e.closer[i].Close()
+	}
+	if e.stop != nil {
+		e.stop()
+	}
+	e.wg.Wait()
+	if e.redis != nil {
+		e.redis.Close()
+	}
+	if e.nats != nil {
+		e.nats.Shutdown()
+		e.nats.WaitForShutdown()
+	}
+}

@@ -1,0 +1,223 @@
+// Package app wires proxbus together: it connects NATS, Redis, NetBox and the Proxmox
+// endpoints, provisions the streams, and runs the consumer with the verb pipeline and the
+// journal repairer. cmd/proxbus and the end-to-end tests both start proxbus through it.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proxbus/proxbus/consumer"
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/netbox"
+	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/store"
+)
+
+// Config is everything `proxbus serve` can be told (contract §10). Zero values take the
+// documented defaults.
+type Config struct {
+	NATSURL       string // default nats://127.0.0.1:4222
+	RedisURL      string // default redis://127.0.0.1:6379/0
+	NetBoxURL     string
+	NetBoxToken   string
+	EndpointsFile string
+	// Endpoints, when set, is used instead of EndpointsFile.
+	Endpoints []proxmox.EndpointConfig
+	// Getenv resolves token_secret_env (default os.Getenv).
+	Getenv func(string) string
+
+	SubjectPrefix     string        // default "proxbus"
+	Concurrency       int           // default 8
+	MaxDeliver        int           // default 5
+	AckWait           time.Duration // default 30s
+	Backoff           []time.Duration
+	DedupeTTL         time.Duration // default 24h
+	IdempotencyWindow time.Duration // default 60s
+	LeaseTTL          time.Duration // default 30s
+	EndpointCacheTTL  time.Duration // default 30s, at most 30s
+	NetBoxTimeout     time.Duration // default 10s
+	JournalRetryDelay time.Duration // default 200ms
+	RepairInterval    time.Duration // default 2s
+	NoProvision       bool
+	// RedisKeyPrefix namespaces every Redis key (default "proxbus").
+	RedisKeyPrefix string
+	// Instance names this replica (default hostname-pid).
+	Instance string
+	// LogHandler is the terminal slog handler; Serve wraps it with secret redaction.
+	LogHandler slog.Handler
+	// OnReady is called once the consumer is fetching.
+	OnReady func()
+}
+
+// ErrConfig reports an unusable configuration.
+var ErrConfig = errors.New("config")
+
+func (c *Config) defaults() error {
+	if c.NATSURL == "" {
+		c.NATSURL = nats.DefaultURL
+	}
+	if c.RedisURL == "" {
+		c.RedisURL = "redis://127.0.0.1:6379/0"
+	}
+	if c.Getenv == nil {
+		c.Getenv = os.Getenv
+	}
+	if c.EndpointCacheTTL <= 0 || c.EndpointCacheTTL > 30*time.Second {
+		c.EndpointCacheTTL = 30 * time.Second
+	}
+	if c.Instance == "" {
+		host, _ := os.Hostname()
+		c.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if c.LogHandler == nil {
+		c.LogHandler = slog.DiscardHandler
+	}
+	if c.NetBoxURL == "" {
+		return fmt.Errorf("%w: the NetBox URL is required (PROXBUS_NETBOX_URL)", ErrConfig)
+	}
+	if c.Endpoints == nil {
+		if c.EndpointsFile == "" {
+			return fmt.Errorf("%w: the endpoints file is required (PROXBUS_ENDPOINTS_FILE)", ErrConfig)
+		}
+		eps, err := proxmox.LoadEndpoints(c.EndpointsFile)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+		c.Endpoints = eps
+	}
+	return nil
+}
+
+// Serve runs one proxbus replica until ctx is cancelled, then drains: in-flight commands are
+// completed before it returns. It returns an error when a dependency cannot be set up.
+func Serve(ctx context.Context, cfg Config) error {
+	if err := cfg.defaults(); err != nil {
+		return err
+	}
+	clients, err := proxmox.NewClients(cfg.Endpoints, cfg.Getenv)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	secrets := append(clients.Secrets(), cfg.NetBoxToken)
+	log := slog.New(redact.NewHandler(cfg.LogHandler, secrets...)).With("instance", cfg.Instance)
+
+	nb, err := netbox.New(netbox.Config{URL: cfg.NetBoxURL, Token: cfg.NetBoxToken, Timeout: cfg.NetBoxTimeout})
+	if err != nil {
+		return fmt.Errorf("%w: netbox: %w", ErrConfig, err)
+	}
+	ropts, err := redis.ParseURL(cfg.RedisURL)
+	if err != nil {
+		return fmt.Errorf("%w: redis url: %w", ErrConfig, err)
+	}
+	rdb := redis.NewClient(ropts)
+	defer rdb.Close()
+	st := store.New(rdb, store.Options{Prefix: cfg.RedisKeyPrefix, DedupeTTL: cfg.DedupeTTL, Window: cfg.IdempotencyWindow, LeaseTTL: cfg.LeaseTTL})
+
+	nc, err := nats.Connect(cfg.NATSURL, nats.Name("proxbus "+cfg.Instance), nats.MaxReconnects(-1),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }))
+	if err != nil {
+		return fmt.Errorf("nats: %w", err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	subjects := events.NewSubjects(cfg.SubjectPrefix)
+	ccfg := consumer.Config{
+		Subjects: subjects, Concurrency: cfg.Concurrency, MaxDeliver: cfg.MaxDeliver, AckWait: cfg.AckWait,
+		Backoff: cfg.Backoff, Instance: cfg.Instance, Logger: slog.New(redact.NewHandler(cfg.LogHandler, secrets...)),
+	}.WithDefaults()
+	if !cfg.NoProvision {
+		if err := consumer.Provision(ctx, js, ccfg); err != nil {
+			return fmt.Errorf("provision streams: %w", err)
+		}
+	}
+	emitter := events.NewEmitter(subjects, cfg.Instance)
+	pub := consumer.NewPublisher(js)
+	pipeline, err := handlers.New(handlers.Config{
+		Registry:          handlers.NewRegistry(handlers.Builtin()...),
+		Store:             st,
+		Endpoints:         netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
+		Journal:           nb,
+		Proxmox:           clients,
+		Publisher:         pub,
+		Emitter:           emitter,
+		Instance:          cfg.Instance,
+		Logger:            log.With("component", "pipeline"),
+		JournalRetryDelay: cfg.JournalRetryDelay,
+	})
+	if err != nil {
+		return err
+	}
+	cons, err := consumer.New(js, ccfg, Adapt(pipeline), pub, emitter)
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+
+	log.Info("proxbus serving", "nats", nc.ConnectedUrlRedacted(), "verbs", handlers.NewRegistry(handlers.Builtin()...).Names(),
+		"concurrency", ccfg.Concurrency, "endpoints", len(cfg.Endpoints))
+	repairCtx, stopRepair := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = pipeline.RunRepairer(repairCtx, handlers.RepairerConfig{Interval: cfg.RepairInterval})
+	}()
+	if cfg.OnReady != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			waitReady(ctx, cons)
+			if ctx.Err() == nil {
+				cfg.OnReady()
+			}
+		}()
+	}
+	runErr := cons.Run(ctx)
+	stopRepair()
+	wg.Wait()
+	log.Info("proxbus stopped")
+	return runErr
+}
+
+func waitReady(ctx context.Context, c *consumer.Consumer) {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for !c.Ready() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Adapt lets the consumer drive the pipeline: it translates the consumer's delivery and the
+// pipeline's decision, keeping the two packages independent of each other.
+func Adapt(p *handlers.Pipeline) consumer.Handler {
+	return consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, at consumer.Attempt) consumer.Disposition {
+		d := p.Handle(ctx, cmd, handlers.Attempt{Delivered: at.Delivered, MaxDeliver: at.MaxDeliver})
+		switch d.Action {
+		case handlers.Retry:
+			return consumer.Disposition{Action: consumer.Retry, Delay: d.Delay}
+		case handlers.Poison:
+			return consumer.Disposition{Action: consumer.DeadLetterAction, Reason: d.Reason}
+		default:
+			return consumer.Disposition{Action: consumer.Ack}
+		}
+	})
+}
