@@ -21,7 +21,7 @@ func TestWithDefaults(t *testing.T) {
 			if c.Durable != "proxbus" || c.Concurrency != 8 || c.MaxAckPending != 8 || c.FetchBatch != 4 ||
 				c.MaxDeliver != 5 || c.AckWait != 30*time.Second || c.Heartbeat != 10*time.Second ||
 				c.Replicas != 1 || c.DuplicateWindow != 2*time.Minute || c.EventsMaxAge != 7*24*time.Hour ||
-				c.DLQMaxAge != 30*24*time.Hour || len(c.Backoff) != 5 || c.Logger == nil || c.FetchWait != 5*time.Second {
+				c.DLQMaxAge != 30*24*time.Hour || len(c.Backoff) != 5 || c.Logger == nil || c.FetchWait != time.Second {
 				t.Errorf("defaults = %+v", c)
 			}
 		}},

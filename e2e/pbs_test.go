@@ -323,6 +323,22 @@ func TestProxmoxRefusals(t *testing.T) {
 	}
 }
 
+// TestProxmoxParameterRefusal: a 400 with per-parameter errors reports Proxmox's status and
+// the rejected parameter names (sorted), never their values.
+func TestProxmoxParameterRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	e.pve.RejectNext("POST", "/storage", 1, map[string]string{"server": "value 'pbs.example.net' rejected", "datastore": "invalid"})
+	res := e.send(e.command(pbs("pbs-param")))
+	if res.Status != 502 || res.Reason != "proxmox_refused" || res.ProxmoxStatus != 400 || !slices.Equal(res.Fields, []string{"datastore", "server"}) {
+		t.Fatalf("got %d %s proxmox_status %d fields %v", res.Status, res.Reason, res.ProxmoxStatus, res.Fields)
+	}
+	if n := e.pve.Requests("POST", "/storage"); n != 1 {
+		t.Errorf("POSTs = %d, want 1 (a refusal is not retried)", n)
+	}
+}
+
 // TestProxmoxRefusalEchoingTheSecret: an upstream error text that echoes the password is
 // scrubbed from the result and the journal.
 func TestProxmoxRefusalEchoingTheSecret(t *testing.T) {

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/proxbus/proxbus/internal/testenv"
 
 	"github.com/proxbus/proxbus/netbox"
 	simnetbox "github.com/proxbus/proxbus/sim/netbox"
@@ -32,28 +32,7 @@ var objectTypeForm = regexp.MustCompile(`^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$`)
 // loadSpec reads one excerpt, skipping the test when the shared contracts are not checked out.
 func loadSpec(t *testing.T, name string) map[string]any {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("contract test: repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	path := filepath.Join(dir, "..", "shared", "contracts", "netbox", name)
-	raw, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		t.Skipf("contract test skipped: %s is absent (the NetBox OpenAPI excerpts live in <repo root>/../shared/contracts/netbox/)", path)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw := testenv.SharedContract(t, "netbox", name)
 	var spec map[string]any
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		t.Fatalf("%s: %v", name, err)

@@ -15,20 +15,9 @@ type Node struct {
 
 // Nodes lists the cluster's nodes (GET /nodes), in PVE's order. Errors: see the package doc.
 func (c *Client) Nodes(ctx context.Context) ([]Node, error) {
-	r := request{method: http.MethodGet, path: "/nodes"}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
-		return nil, err
-	}
-	items, err := flatList(raw)
-	if err != nil {
-		return nil, unreadable(r, err)
-	}
-	out := make([]Node, len(items))
-	for i, it := range items {
-		out[i] = Node{Node: it["node"], Status: it["status"]}
-	}
-	return out, nil
+	return getList(ctx, c, request{method: http.MethodGet, path: "/nodes"}, func(it map[string]string) Node {
+		return Node{Node: it["node"], Status: it["status"]}
+	})
 }
 
 // Version is PVE's version information (GET /version).
@@ -92,23 +81,13 @@ func (c *Client) ClusterResources(ctx context.Context, typ string) ([]ClusterRes
 	if typ != "" {
 		r.query = url.Values{"type": {typ}}
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
-		return nil, err
-	}
-	items, err := flatList(raw)
-	if err != nil {
-		return nil, unreadable(r, err)
-	}
-	out := make([]ClusterResource, len(items))
-	for i, it := range items {
-		out[i] = ClusterResource{
+	return getList(ctx, c, r, func(it map[string]string) ClusterResource {
+		return ClusterResource{
 			ID: it["id"], Type: it["type"], Node: it["node"], Status: it["status"], Name: it["name"],
 			VMID: flatInt(it, "vmid"), Storage: it["storage"], PluginType: it["plugintype"],
 			Content: it["content"], Shared: flatBool(it, "shared"), Template: flatBool(it, "template"),
 			Disk: flatInt(it, "disk"), MaxDisk: flatInt(it, "maxdisk"), Mem: flatInt(it, "mem"),
 			MaxMem: flatInt(it, "maxmem"), MaxCPU: flatFloat(it, "maxcpu"), Uptime: flatInt(it, "uptime"),
 		}
-	}
-	return out, nil
+	})
 }

@@ -39,20 +39,7 @@ func newStorageConfig(m map[string]string) StorageConfig {
 // Storages returns the cluster's storage configurations (GET /storage) in PVE's order.
 // Errors: see the package doc.
 func (c *Client) Storages(ctx context.Context) ([]StorageConfig, error) {
-	r := request{method: http.MethodGet, path: "/storage"}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
-		return nil, err
-	}
-	items, err := flatList(raw)
-	if err != nil {
-		return nil, unreadable(r, err)
-	}
-	out := make([]StorageConfig, len(items))
-	for i, it := range items {
-		out[i] = newStorageConfig(it)
-	}
-	return out, nil
+	return getList(ctx, c, request{method: http.MethodGet, path: "/storage"}, newStorageConfig)
 }
 
 // Storage returns the configuration of storage id (GET /storage/{storage}). A storage that

@@ -2,10 +2,10 @@ package proxmox_test
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
+
+	"github.com/proxbus/proxbus/internal/testenv"
 
 	"github.com/proxbus/proxbus/proxmox"
 )
@@ -23,39 +23,12 @@ type schemaInfo struct {
 	} `json:"parameters"`
 }
 
-// schemaPath finds the PVE 9.2 schema beside the repository: <repo root>/../shared/contracts/pve.
-func schemaPath(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("repository root (go.mod) not found")
-		}
-		dir = parent
-	}
-	return filepath.Join(dir, "..", "shared", "contracts", "pve", "pve-9.2-apidoc.json")
-}
-
 // TestUsedAPIMatchesSchema pins proxmox.UsedAPI against the published PVE 9.2 API schema:
 // every method exists at its path and every parameter proxbus sends (and every path
 // parameter) is declared for that method.
 func TestUsedAPIMatchesSchema(t *testing.T) {
 	t.Parallel()
-	path := schemaPath(t)
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		t.Skipf("PVE API schema not found at %s (it lives in ../shared/contracts/pve beside the repository; CI always has it)", path)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := testenv.SharedContract(t, "pve", "pve-9.2-apidoc.json")
 	var roots []schemaNode
 	if err := json.Unmarshal(data, &roots); err != nil {
 		t.Fatalf("decode schema: %v", err)

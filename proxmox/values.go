@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -84,6 +85,23 @@ func flatBool(m map[string]string, key string) bool {
 func flatFloat(m map[string]string, key string) float64 {
 	f, _ := strconv.ParseFloat(m[key], 64)
 	return f
+}
+
+// getList performs a GET that answers a list of objects and converts each flattened item.
+func getList[T any](ctx context.Context, c *Client, r request, conv func(map[string]string) T) ([]T, error) {
+	var raw json.RawMessage
+	if err := c.do(ctx, r, &raw); err != nil {
+		return nil, err
+	}
+	items, err := flatList(raw)
+	if err != nil {
+		return nil, unreadable(r, err)
+	}
+	out := make([]T, len(items))
+	for i, it := range items {
+		out[i] = conv(it)
+	}
+	return out, nil
 }
 
 // flatList decodes a JSON array of objects with flatObject.

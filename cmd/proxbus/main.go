@@ -118,6 +118,24 @@ func newFlagSet(name string, stderr io.Writer) *flagSet {
 	return &flagSet{FlagSet: fs, getenv: os.Getenv}
 }
 
+// Parse parses flags and positional arguments in any order ("dlq show 12 --nats-url U").
+// Positional arguments are available from Args as usual.
+func (f *flagSet) Parse(args []string) error {
+	var positional []string
+	for {
+		if err := f.FlagSet.Parse(args); err != nil {
+			return err
+		}
+		args = f.FlagSet.Args()
+		if len(args) == 0 {
+			break
+		}
+		positional = append(positional, args[0])
+		args = args[1:]
+	}
+	return f.FlagSet.Parse(append([]string{"--"}, positional...))
+}
+
 func envName(flagName string) string {
 	return "PROXBUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }

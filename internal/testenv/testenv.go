@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -132,4 +133,34 @@ func randomHex(t testing.TB, n int) string {
 		t.Fatalf("random: %v", err)
 	}
 	return hex.EncodeToString(b)
+}
+
+// SharedContract reads a file of the published API contracts that CI lays beside the clone
+// (<repo root>/../shared/contracts/<rel>). It skips the test, saying so, where they are absent
+// (a user's clone), and fails it when the file exists but cannot be read.
+func SharedContract(t testing.TB, rel ...string) []byte {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatalf("working directory: %v", err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Skip("contract test skipped: repository root (go.mod) not found")
+		}
+		dir = parent
+	}
+	path := filepath.Join(append([]string{dir, "..", "shared", "contracts"}, rel...)...)
+	raw, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		t.Skipf("contract test skipped: %s is absent (the published contracts live in <repo root>/../shared/contracts/)", path)
+	}
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	return raw
 }

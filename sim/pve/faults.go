@@ -13,6 +13,7 @@ type failRule struct {
 	n            int
 	status       int
 	message      string
+	params       map[string]string // set: answer 400 Parameter verification failed with these errors
 }
 
 // dropRule drops the answer of the next n matching requests after applying them.
@@ -46,6 +47,18 @@ func (s *Server) FailNext(method, path string, n int, status int, message string
 	s.failRules = append(s.failRules, &failRule{method: method, path: path, n: n, status: status, message: message})
 }
 
+// RejectNext makes the next n requests matching method and path answer PVE's 400
+// "Parameter verification failed." with the given per-parameter errors (name → message),
+// without applying anything: a refusal by Proxmox of values proxbus itself accepted.
+func (s *Server) RejectNext(method, path string, n int, params map[string]string) {
+	if n <= 0 || len(params) == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failRules = append(s.failRules, &failRule{method: method, path: path, n: n, status: http.StatusBadRequest, params: params})
+}
+
 // takeFail consumes one matching fail rule; Server.mu is held.
 func (s *Server) takeFail(method string, use *proxmox.APIUse, path string) (answer, bool) {
 	for i, r := range s.failRules {
@@ -55,6 +68,9 @@ func (s *Server) takeFail(method string, use *proxmox.APIUse, path string) (answ
 		r.n--
 		if r.n == 0 {
 			s.failRules = append(s.failRules[:i], s.failRules[i+1:]...)
+		}
+		if r.params != nil {
+			return paramFail(r.params), true
 		}
 		return fail(r.status, r.message), true
 	}

@@ -292,6 +292,24 @@ func TestFailNext(t *testing.T) {
 	}
 }
 
+// TestRejectNext pins the injected parameter refusal: PVE's 400 with per-parameter errors,
+// nothing applied, the rule consumed.
+func TestRejectNext(t *testing.T) {
+	t.Parallel()
+	sim, base := start(t, simpve.ScenarioDemo)
+	sim.RejectNext("POST", "/storage", 1, map[string]string{"server": "bad server", "datastore": "bad datastore"})
+	r := mustDo(t, "POST", base+"/api2/json/storage", demoAuth, "application/x-www-form-urlencoded", pbsForm("pbs-r").Encode())
+	if r.status != 400 || r.errors["server"] == "" || r.errors["datastore"] == "" || r.message != "Parameter verification failed.\n" {
+		t.Errorf("POST = %d %q %v, want 400 with both parameter errors", r.status, r.message, r.errors)
+	}
+	if _, ok := sim.StorageConfig("pbs-r"); ok {
+		t.Error("a refused POST was applied")
+	}
+	if r := mustDo(t, "POST", base+"/api2/json/storage", demoAuth, "application/x-www-form-urlencoded", pbsForm("pbs-r").Encode()); r.status != 200 {
+		t.Errorf("next POST = %d, want 200 (rule consumed)", r.status)
+	}
+}
+
 // TestDropAnswerAfterApply pins the lost answer: the change is applied, the connection
 // closed without a response, the log marks it dropped and the password redacted.
 func TestDropAnswerAfterApply(t *testing.T) {

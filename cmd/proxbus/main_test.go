@@ -1,0 +1,275 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/testenv"
+)
+
+const fp = "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"
+
+func pbsJSON(storage string) string {
+	return fmt.Sprintf(`{"storage":%q,"server":"pbs.lan","datastore":"store1","username":"backup@pbs!proxbus","password":"cli-secret","fingerprint":%q}`, storage, fp)
+}
+
+// devEnv starts the dev infrastructure and a serving proxbus for CLI tests.
+func devEnv(t *testing.T) *app.DevEnv {
+	t.Helper()
+	r := testenv.StartRedis(t)
+	env, err := app.StartDev(app.DevOptions{RedisURL: r.URL, NATSPort: -1})
+	if err != nil {
+		t.Fatalf("dev env: %v", err)
+	}
+	t.Cleanup(env.Close)
+	cfg := env.ServeConfig()
+	cfg.RedisKeyPrefix = r.Prefix
+	ready := make(chan struct{})
+	var once sync.Once
+	cfg.OnReady = func() { once.Do(func() { close(ready) }) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(ctx, cfg) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("serve: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("serve not ready")
+	}
+	return env
+}
+
+func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// TestVersion pins `proxbus version`.
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	code, out, _ := runCLI(t, "version")
+	if code != 0 || !strings.HasPrefix(out, "proxbus ") {
+		t.Fatalf("code %d out %q", code, out)
+	}
+	if code, _, errOut := runCLI(t, "bogus"); code != 2 || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("unknown command: code %d %q", code, errOut)
+	}
+}
+
+// TestSend pins `proxbus send`: binary-mode publish, steps shown live on stderr, the result
+// JSON on stdout, exit 0 below 400, 1 otherwise, 2 for usage errors.
+func TestSend(t *testing.T) {
+	t.Parallel()
+	env := devEnv(t)
+	cases := []struct {
+		name      string
+		args      []string
+		wantCode  int
+		wantOut   string
+		wantSteps bool
+	}{
+		{"created", []string{"send", "storage.pbs.create", "--endpoint", "1", "--data", pbsJSON("cli1")}, 0, `"status": 201`, true},
+		{"refused by the gate", []string{"send", "storage.pbs.create", "--endpoint", "2", "--data", pbsJSON("cli2")}, 1, `"reason": "endpoint_writes_disabled"`, false},
+		{"data not JSON", []string{"send", "storage.pbs.create", "--data", "{nope"}, 2, "", false},
+		{"no verb", []string{"send"}, 2, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(tc.args, "--nats-url", env.NATSURL)
+			code, out, errOut := runCLI(t, args...)
+			if code != tc.wantCode || !strings.Contains(out, tc.wantOut) {
+				t.Fatalf("code %d (want %d)\nstdout %s\nstderr %s", code, tc.wantCode, out, errOut)
+			}
+			if tc.wantSteps && !strings.Contains(errOut, "create_storage") {
+				t.Errorf("steps not shown: %s", errOut)
+			}
+			if strings.Contains(out+errOut, "cli-secret") {
+				t.Error("the password was printed")
+			}
+		})
+	}
+	var res events.Result
+	_, out, _ := runCLI(t, "send", "storage.pbs.create", "--endpoint", "1", "--data", pbsJSON("cli3"), "--id", "fixed-id", "--nats-url", env.NATSURL)
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.CommandID != "fixed-id" || res.CommandSource != "urn:proxbus:cli" {
+		t.Errorf("result %s: %v", out, err)
+	}
+}
+
+// TestDLQCommands pins `proxbus dlq list|show|replay` on a poison message.
+func TestDLQCommands(t *testing.T) {
+	t.Parallel()
+	env := devEnv(t)
+	nc, err := nats.Connect(env.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	msg := nats.NewMsg("proxbus.cmd.storage.pbs.create")
+	msg.Header.Set("ce-specversion", "1.0")
+	msg.Header.Set("ce-id", "dlq-cli")
+	msg.Header.Set("ce-source", "/test")
+	msg.Header.Set("ce-type", "proxbus.storage.pbs.create")
+	msg.Header.Set("Nats-Msg-Id", "dlq-cli")
+	msg.Data = []byte(`{"password":"dlq-secret",`)
+	if err := nc.PublishMsg(msg); err != nil {
+		t.Fatal(err)
+	}
+	var list string
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		_, list, _ = runCLI(t, "dlq", "list", "--nats-url", env.NATSURL)
+		if strings.Contains(list, "invalid_command") {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(list, "invalid_command") || !strings.Contains(list, "proxbus.cmd.storage.pbs.create") {
+		t.Fatalf("dlq list: %s", list)
+	}
+	seq := strings.Fields(strings.Split(strings.TrimSpace(list), "\n")[1])[0]
+	code, show, _ := runCLI(t, "dlq", "show", seq, "--nats-url", env.NATSURL)
+	if code != 0 || !strings.Contains(show, "reason: invalid_command") || strings.Contains(show, "dlq-secret") {
+		t.Errorf("dlq show (code %d): %s", code, show)
+	}
+	code, replay, errOut := runCLI(t, "dlq", "replay", seq, "--nats-url", env.NATSURL)
+	if code != 0 || !strings.Contains(replay, "replayed dead letter "+seq) {
+		t.Errorf("dlq replay (code %d): %s %s", code, replay, errOut)
+	}
+	if code, _, _ := runCLI(t, "dlq", "show", "x", "--nats-url", env.NATSURL); code != 2 {
+		t.Errorf("bad seq: code %d, want 2", code)
+	}
+}
+
+// TestStreamsApply pins `proxbus streams apply` on a server without the streams.
+func TestStreamsApply(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	code, out, errOut := runCLI(t, "streams", "apply", "--nats-url", n.URL)
+	if code != 0 {
+		t.Fatalf("code %d: %s", code, errOut)
+	}
+	for _, name := range []string{"PROXBUS_COMMANDS", "PROXBUS_EVENTS", "PROXBUS_DLQ"} {
+		if !strings.Contains(out, name) {
+			t.Errorf("output lacks %s: %s", name, out)
+		}
+		if _, err := n.JS.Stream(context.Background(), name); err != nil {
+			t.Errorf("stream %s: %v", name, err)
+		}
+	}
+	if _, err := n.JS.Consumer(context.Background(), "PROXBUS_COMMANDS", "proxbus"); err != nil {
+		t.Errorf("consumer: %v", err)
+	}
+}
+
+// TestDevDemo pins `proxbus dev --demo`: it prints the service lines and ready, plays the
+// tour, and exits 0 when every outcome matched.
+func TestDevDemo(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	code, out, errOut := runCLI(t, "dev", "--demo", "--nats-port", "-1", "--redis-url", r.URL, "--log-format", "json")
+	if code != 0 {
+		t.Fatalf("code %d\n%s\n%s", code, out, errOut)
+	}
+	lines := strings.Split(out, "\n")
+	for i, prefix := range []string{"nats: nats://", "redis: redis://", "pve: http", "netbox: http", "ready"} {
+		if i >= len(lines) || !strings.HasPrefix(lines[i], prefix) {
+			t.Errorf("line %d = %q, want prefix %q", i, lines[i], prefix)
+		}
+	}
+	if !strings.Contains(out, "every outcome matched") {
+		t.Errorf("demo output: %s", out)
+	}
+}
+
+// TestServeDrainsOnSIGTERM runs the real binary: SIGTERM while a Proxmox call is in flight
+// still completes the command (result published) and the process exits 0.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "proxbus")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	r := testenv.StartRedis(t)
+	env, err := app.StartDev(app.DevOptions{RedisURL: r.URL, NATSPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	endpoints := filepath.Join(t.TempDir(), "endpoints.yaml")
+	if err := os.WriteFile(endpoints, []byte(fmt.Sprintf("endpoints:\n  - id: 1\n    name: lab\n    urls: [%s]\n    token_id: %q\n    token_secret_env: LAB_SECRET\n", env.PVEURL, app.DemoPVETokenID)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(), "PROXBUS_NATS_URL="+env.NATSURL, "PROXBUS_REDIS_URL="+r.URL, "PROXBUS_REDIS_KEY_PREFIX="+r.Prefix,
+		"PROXBUS_NETBOX_URL="+env.NetBoxURL, "PROXBUS_NETBOX_TOKEN="+app.DemoNetBoxToken, "PROXBUS_ENDPOINTS_FILE="+endpoints,
+		"LAB_SECRET="+app.DemoPVESecret, "PROXBUS_LOG_FORMAT=json")
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	nc, js, err := app.Connect(env.NATSURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	env.PVE.SetLatency(1500 * time.Millisecond)
+	subjects := events.NewSubjects("")
+	c := events.Command{ID: "sigterm-1", Source: "/test", Verb: "storage.pbs.create", Type: "proxbus.storage.pbs.create",
+		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(pbsJSON("sig1"))}
+	// Wait for the replica to provision the streams, then publish.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := js.Stream(context.Background(), "PROXBUS_COMMANDS"); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("streams not provisioned: %s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	signalled := false
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := app.Send(ctx, js, subjects, c, false, func(st events.Step) {
+		if st.Step == "create_storage" && st.Status == events.StepStarted && !signalled {
+			signalled = true
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+		}
+	})
+	if err != nil || !signalled {
+		t.Fatalf("send: %v (signalled %v)\n%s", err, signalled, logs.String())
+	}
+	if res.Status != 201 || !res.JournalFinalized {
+		t.Errorf("result %+v", res)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("exit: %v\n%s", err, logs.String())
+	}
+	if _, ok := env.PVE.StorageConfig("sig1"); !ok {
+		t.Error("storage not created")
+	}
+}
