@@ -145,7 +145,9 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, at Attempt) D
 	verb, ok := p.cfg.Registry.Lookup(cmd.Verb)
 	if !ok {
 		r.log.Warn("unknown verb")
-		r.publishResult(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal)
+		if d := r.answer(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal); d.Action != Done {
+			return d
+		}
 		return Decision{Action: Poison, Reason: "unknown_verb"}
 	}
 	r.verb = verb

@@ -50,9 +50,13 @@ func (r *run) result(out Outcome, journal journalState) events.Result {
 	return res
 }
 
-// publishResult builds and publishes the result of an outcome that is not stored.
-func (r *run) publishResult(ctx context.Context, out Outcome, journal journalState) {
-	_ = r.publish(ctx, r.result(out, journal))
+// answer publishes the result of an outcome that is not stored and says Done; when the result
+// cannot be published the message is redelivered instead (it is acked only after its result).
+func (r *run) answer(ctx context.Context, out Outcome, journal journalState) Decision {
+	if err := r.publish(ctx, r.result(out, journal)); err != nil {
+		return r.retry(0, "publish", err.Error())
+	}
+	return Decision{Action: Done}
 }
 
 func (r *run) publish(ctx context.Context, res events.Result) error {

@@ -49,15 +49,13 @@ func (r *run) handle(ctx context.Context) Decision {
 		if transient && !r.at.Last() {
 			return r.retry(0, "gate", out.Reason)
 		}
-		r.publishResult(ctx, *out, noJournal)
-		return Decision{Action: Done}
+		return r.answer(ctx, *out, noJournal)
 	}
 	prep, invalid := r.verb.prepare(r.cmd.Data)
 	r.prep = prep
 	if r.verb.VerbAccess() == Read {
 		if invalid != nil {
-			r.publishResult(ctx, *invalid, noJournal)
-			return Decision{Action: Done}
+			return r.answer(ctx, *invalid, noJournal)
 		}
 		return r.read(ctx)
 	}
@@ -104,14 +102,13 @@ func (r *run) read(ctx context.Context) Decision {
 		}
 		out = mapped
 	}
-	r.publishResult(ctx, out, noJournal)
-	return Decision{Action: Done}
+	return r.answer(ctx, out, noJournal)
 }
 
 // refuseInvalid is contract §4 step 2 for a write verb: one terminal warning entry, no Proxmox
 // call, and the outcome stored so a redelivery does not journal twice.
 func (r *run) refuseInvalid(ctx context.Context, out Outcome) Decision {
-	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
+	claim, err := r.claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
 	if err != nil {
 		return r.retry(0, "store", err.Error())
 	}
@@ -151,7 +148,7 @@ func (r *run) write(ctx context.Context) Decision {
 	if r.cmd.IdempotencyKey != "" {
 		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
 	}
-	claim, err := r.p.cfg.Store.Claim(ctx, req)
+	claim, err := r.claim(ctx, req)
 	if err != nil {
 		r.log.Warn("store: claim failed", "err", err)
 		return r.retryOrFail(ctx, Outcome{Status: 503, Result: ResultFailed, Reason: ReasonStoreUnavailable}, "store")
@@ -182,6 +179,26 @@ func (r *run) write(ctx context.Context) Decision {
 	stop := r.keepLease(ctx, claim.Lease)
 	defer stop()
 	return r.execute(ctx, claim)
+}
+
+// claim takes the command's claim (contract §5). A twin in flight is waited for by
+// redelivery, except on the last delivery: there the wait happens here, heartbeated by the
+// consumer, for at most two lease lifetimes (a dead twin's lease expires within one), so a
+// duplicate is not dead-lettered merely for arriving while its twin ran.
+func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
+	deadline := r.p.cfg.Now().Add(2 * r.p.cfg.Store.Options().LeaseTTL)
+	for {
+		claim, err := r.p.cfg.Store.Claim(ctx, req)
+		waiting := err == nil && (claim.State == store.Busy || claim.State == store.IdemInFlight)
+		if !waiting || !r.at.Last() || r.p.cfg.Now().After(deadline) {
+			return claim, err
+		}
+		select {
+		case <-ctx.Done():
+			return claim, nil
+		case <-time.After(r.p.cfg.BusyDelay):
+		}
+	}
 }
 
 func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
@@ -238,7 +255,9 @@ func (r *run) refuseReused(ctx context.Context) Decision {
 			r.log.Warn("store: refusal not recorded", "err", err)
 		}
 	}
-	r.publish(ctx, res)
+	if err := r.publish(ctx, res); err != nil {
+		return r.retry(0, "publish", err.Error())
+	}
 	return Decision{Action: Done}
 }
 
@@ -268,8 +287,7 @@ func (r *run) retryOrFail(ctx context.Context, out Outcome, stage string) Decisi
 	if !r.at.Last() {
 		return r.retry(0, stage, out.Reason)
 	}
-	r.publishResult(ctx, out, noJournal)
-	return Decision{Action: Done}
+	return r.answer(ctx, out, noJournal)
 }
 
 func (r *run) retry(delay time.Duration, stage, why string) Decision {
