@@ -125,16 +125,19 @@ func (f *Fields) Strings(name string, required bool, maxItems int, valid func(st
 		}
 		return nil
 	}
-	var list []string
-	if err := json.Unmarshal(raw, &list); err != nil || (maxItems > 0 && len(list) > maxItems) || (required && len(list) == 0) {
+	var items []any
+	if err := json.Unmarshal(raw, &items); err != nil || (maxItems > 0 && len(items) > maxItems) || (required && len(items) == 0) {
 		f.Fail(name)
 		return nil
 	}
-	for _, s := range list {
-		if valid != nil && !valid(s) {
+	list := make([]string, len(items))
+	for i, item := range items {
+		s, ok := item.(string) // null and other types are wrong types
+		if !ok || (valid != nil && !valid(s)) {
 			f.Fail(name)
 			return nil
 		}
+		list[i] = s
 	}
 	return list
 }

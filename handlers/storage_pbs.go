@@ -30,7 +30,7 @@ var (
 	storageIDPattern   = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]*[A-Za-z0-9]$`)
 	datastorePattern   = regexp.MustCompile(`^[A-Za-z0-9_.-]{3,32}$`)
 	pbsNamePattern     = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]*$`)
-	tokenIDPattern     = regexp.MustCompile(`^[^\s@:!]+@[A-Za-z][A-Za-z0-9._-]*![A-Za-z][A-Za-z0-9._-]*$`)
+	tokenIDPattern     = regexp.MustCompile(`^[^\s@:!]+@[A-Za-z][A-Za-z0-9._-]*![A-Za-z0-9_][A-Za-z0-9._-]*$`)
 	fingerprintPattern = regexp.MustCompile(`^([0-9A-Fa-f]{2}:){31}[0-9A-Fa-f]{2}$`)
 	hostnamePattern    = regexp.MustCompile(`^(?i)([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?)*$`)
 	nodeNamePattern    = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
@@ -62,20 +62,22 @@ func StoragePBSCreate() Verb {
 
 func decodePBSStorage(f *Fields) PBSStorageInput {
 	return PBSStorageInput{
-		Storage:     f.String("storage", true, storageIDPattern.MatchString),
-		Server:      f.String("server", true, validServer),
-		Port:        f.Int("port", false, 8007, 1, 65535),
-		Datastore:   f.String("datastore", true, datastorePattern.MatchString),
-		Namespace:   f.String("namespace", false, validNamespace),
-		Username:    f.String("username", true, tokenIDPattern.MatchString),
-		Password:    f.String("password", true, nil),
-		Fingerprint: f.String("fingerprint", true, fingerprintPattern.MatchString),
+		Storage:   f.String("storage", true, storageIDPattern.MatchString),
+		Server:    f.String("server", true, validServer),
+		Port:      f.Int("port", false, 8007, 1, 65535),
+		Datastore: f.String("datastore", true, datastorePattern.MatchString),
+		Namespace: f.String("namespace", false, validNamespace),
+		Username:  f.String("username", true, tokenIDPattern.MatchString),
+		Password:  f.String("password", true, nil),
+		// Upper-cased: PVE compares fingerprints case-insensitively, and so must the request
+		// fingerprint of the Idempotency-Key window.
+		Fingerprint: strings.ToUpper(f.String("fingerprint", true, fingerprintPattern.MatchString)),
 		Nodes:       f.Strings("nodes", false, 0, nodeNamePattern.MatchString),
 	}
 }
 
 func validServer(s string) bool {
-	if ip := net.ParseIP(strings.Trim(s, "[]")); ip != nil {
+	if net.ParseIP(s) != nil { // IPv6 without brackets, as PVE's address format wants it
 		return true
 	}
 	return len(s) <= 253 && hostnamePattern.MatchString(s)

@@ -93,11 +93,24 @@ func Strip(v any) any {
 
 // secretAssignment matches "name=value", "name: value" and "name":"value" forms whose name is
 // secret-like, in free text that is not a JSON document.
-var secretAssignment = regexp.MustCompile(`(?i)("?[a-z0-9_.-]*(?:password|secret|token)[a-z0-9_.-]*"?\s*[:=]\s*)("[^"]*"|[^\s,;&"}]+)`)
+// A quoted value runs to its closing quote (escaped quotes included); an unterminated one, or
+// an unquoted one, to the end of the token.
+var secretAssignment = regexp.MustCompile(`(?i)("?[a-z0-9_.-]*(?:password|secret|token)[a-z0-9_.-]*"?\s*[:=]\s*)("(?:[^"\\]|\\.)*"?|'[^']*'?|[^\s,;&"'}]+)`)
 
-// Text redacts secret-named assignments (password=..., "token": "...") in free text.
+// Text redacts secret-named assignments (password=..., "token": "...") in free text. A quoted
+// value stays quoted, so redacted JSON is still JSON.
 func Text(s string) string {
-	return secretAssignment.ReplaceAllString(s, `${1}`+Placeholder)
+	return secretAssignment.ReplaceAllStringFunc(s, func(m string) string {
+		sub := secretAssignment.FindStringSubmatch(m)
+		switch {
+		case strings.HasPrefix(sub[2], `"`):
+			return sub[1] + `"` + Placeholder + `"`
+		case strings.HasPrefix(sub[2], "'"):
+			return sub[1] + "'" + Placeholder + "'"
+		default:
+			return sub[1] + Placeholder
+		}
+	})
 }
 
 // Values returns s with every occurrence of each known secret value replaced by [Placeholder],

@@ -2,6 +2,7 @@ package redact
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 )
@@ -66,8 +67,13 @@ func (h *Handler) attr(a slog.Attr) slog.Attr {
 	case slog.KindString:
 		return slog.String(a.Key, Values(v.String(), h.secrets...))
 	case slog.KindAny:
-		if err, ok := v.Any().(error); ok {
-			return slog.String(a.Key, Values(err.Error(), h.secrets...))
+		switch x := v.Any().(type) {
+		case error:
+			return slog.String(a.Key, Values(x.Error(), h.secrets...))
+		case []byte: // json.RawMessage too: logged as text, redacted by name and by value
+			return slog.String(a.Key, Values(string(JSON(x)), h.secrets...))
+		case json.RawMessage:
+			return slog.String(a.Key, Values(string(JSON(x)), h.secrets...))
 		}
 		// Arbitrary values are flattened to text so a secret inside a struct is still cut out.
 		return slog.String(a.Key, Values(fmt.Sprintf("%+v", v.Any()), h.secrets...))

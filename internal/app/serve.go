@@ -131,7 +131,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("nats: %w", err)
 	}
-	defer nc.Close()
+	defer func() { // no callback may log after Serve has returned
+		nc.SetDisconnectErrHandler(nil)
+		nc.SetReconnectHandler(nil)
+		nc.Close()
+	}()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
