@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,5 +273,113 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	}
 	if _, ok := env.PVE.StorageConfig("sig1"); !ok {
 		t.Error("storage not created")
+	}
+}
+
+// lineWriter collects written lines and signals each one, for commands that run until stopped.
+type lineWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	lines chan string
+}
+
+func newLineWriter() *lineWriter { return &lineWriter{lines: make(chan string, 1000)} }
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	for {
+		line, err := w.buf.ReadString('\n')
+		if err != nil {
+			w.buf.WriteString(line) // keep the partial line
+			return len(p), nil
+		}
+		w.lines <- strings.TrimSuffix(line, "\n")
+	}
+}
+
+func (w *lineWriter) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case l := <-w.lines:
+		return l
+	case <-time.After(15 * time.Second):
+		t.Fatal("no output line within 15s")
+		return ""
+	}
+}
+
+// TestSim pins `proxbus sim pve|netbox`: the base URL, then ready, then a simulator that
+// answers with the demo credentials until the command is stopped.
+func TestSim(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		which, path, auth string
+	}{
+		{"pve", "/api2/json/version", "PVEAPIToken=" + app.DemoPVETokenID + "=" + app.DemoPVESecret},
+		{"netbox", "/api/plugins/proxbox/endpoints/proxmox/1/", "Token " + app.DemoNetBoxToken},
+	}
+	for _, tc := range cases {
+		t.Run(tc.which, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithCancel(context.Background())
+			out := newLineWriter()
+			done := make(chan error, 1)
+			go func() { done <- cmdSim(ctx, []string{tc.which, "--scenario", "demo"}, out, io.Discard) }()
+			base := out.next(t)
+			if ready := out.next(t); ready != "ready" {
+				t.Fatalf("second line %q, want ready", ready)
+			}
+			req, _ := http.NewRequest("GET", base+tc.path, nil)
+			req.Header.Set("Authorization", tc.auth)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatalf("GET %s: %v", base+tc.path, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("GET %s = %d", tc.path, resp.StatusCode)
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("sim returned %v", err)
+			}
+		})
+	}
+}
+
+// TestEvents pins `proxbus events --id`: one JSON line per event of that command.
+func TestEvents(t *testing.T) {
+	t.Parallel()
+	env := devEnv(t)
+	if code, out, errOut := runCLI(t, "send", "storage.pbs.create", "--endpoint", "1", "--data", pbsJSON("ev1"), "--id", "ev-1", "--nats-url", env.NATSURL); code != 0 {
+		t.Fatalf("send: %d %s %s", code, out, errOut)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := newLineWriter()
+	done := make(chan error, 1)
+	go func() { done <- cmdEvents(ctx, []string{"--id", "ev-1", "--nats-url", env.NATSURL}, out, io.Discard) }()
+	var sawStep, sawResult bool
+	for !sawResult {
+		line := out.next(t)
+		var ev struct {
+			Subject string          `json:"subject"`
+			Type    string          `json:"type"`
+			Data    json.RawMessage `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("line not JSON: %q", line)
+		}
+		sawStep = sawStep || ev.Type == "proxbus.storage.pbs.create.step"
+		sawResult = ev.Type == "proxbus.storage.pbs.create.result" && ev.Subject == "proxbus.evt.ev-1.result"
+	}
+	if !sawStep {
+		t.Error("no step event before the result")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("events returned %v", err)
 	}
 }
