@@ -31,11 +31,14 @@ type Client struct {
 	cfg     EndpointConfig
 	secrets []string // values scrubbed from every error text
 	log     *slog.Logger
+
+	taskPoll time.Duration // interval between task status polls (WaitTask)
 }
 
 type clientOptions struct {
 	httpClient *http.Client
 	logger     *slog.Logger
+	taskPoll   time.Duration // see WithTaskPollInterval
 }
 
 // ClientOption customises [NewClient] and [NewClients].
@@ -74,6 +77,9 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}
+	if o.taskPoll <= 0 {
+		o.taskPoll = DefaultTaskPollInterval
+	}
 	var hc *http.Client
 	if o.httpClient != nil {
 		cp := *o.httpClient // go-proxmox wraps the transport for failover: keep the caller's client intact
@@ -105,10 +111,11 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 		gpOpts = append(gpOpts, gp.WithAdditionalEndpoints(extra...))
 	}
 	return &Client{
-		gp:      gp.NewClient(cfg.URLs[0]+"/api2/json", gpOpts...),
-		cfg:     cfg,
-		secrets: []string{secret.Reveal()},
-		log:     log,
+		gp:       gp.NewClient(cfg.URLs[0]+"/api2/json", gpOpts...),
+		cfg:      cfg,
+		secrets:  []string{secret.Reveal()},
+		log:      log,
+		taskPoll: o.taskPoll,
 	}, nil
 }
 

@@ -13,6 +13,11 @@
 //   - [*APIError]: Proxmox answered with a refusal (HTTP status, message, per-parameter errors);
 //     it also matches [ErrNotFound], [ErrUnauthorized] and [ErrAlreadyExists] where that applies.
 //
+// Guest operations (power, snapshots; see [Client.ResolveGuest]) wait for the Proxmox task
+// they start and add: the guest sentinels ([ErrVMNotFound], [ErrVMAmbiguous],
+// [ErrVMNotRunning], [ErrUnsupportedForContainer], [ErrReservedSnapshotName]), returned
+// before any write, and [*TaskError] for a task that ended with an error exit status.
+//
 // Requests are never retried by this package: go-proxmox's retry wrapper is not enabled, and
 // failover between the URLs of one endpoint only moves on when the request provably was not
 // delivered (or, for reads, when a gateway error came back).

@@ -15,12 +15,16 @@ type APIUse struct {
 // rejects anything else; TestUsedAPIMatchesSchema checks them against the PVE schema. The
 // result is a fresh slice each call.
 func UsedAPI() []APIUse {
-	return []APIUse{
+	out := []APIUse{
 		{Method: "GET", Path: "/version"},
 		{Method: "GET", Path: "/nodes"},
 		{Method: "GET", Path: "/cluster/resources", Params: []string{"type"}},
 		{Method: "GET", Path: "/storage"},
 		{Method: "GET", Path: "/storage/{storage}"},
 		{Method: "POST", Path: "/storage", Params: slices.Clone(pbsCreateParams)},
+		{Method: "GET", Path: "/nodes/{node}/network", Params: []string{"type"}},
+		{Method: "POST", Path: "/nodes/{node}/status", Params: []string{"command"}},
+		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/status"},
 	}
+	return append(out, guestAPI()...)
 }

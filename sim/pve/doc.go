@@ -12,11 +12,25 @@
 //   - only the methods, paths and parameters listed by proxmox.UsedAPI: any other parameter
 //     is refused like PVE refuses undeclared properties, any other path answers 501.
 //
+// Guests (QEMU VMs and LXC containers) have real state machines: stopped, running and, for
+// VMs, paused (qmpstatus); templates cannot start; every power or snapshot operation runs
+// as a worker task with a real UPID that lasts [Options.TaskDuration] and ends with "OK" or
+// an error exit status, holding the guest's lock meanwhile (a second operation gets PVE's
+// "can't lock file … - got timeout"). Checks PVE makes before forking answer 500 with its
+// texts ("CT 101 already running", "VM 100 not running"); checks its workers make end the
+// task with them ("VM 100 already running", "snapshot 'x' does not exist"). Snapshot trees
+// carry parents, RAM state and the "current" entry. POST /nodes/{node}/status
+// command=reboot answers null and makes the node unreachable (595 "No route to host", as
+// pveproxy answers for a dead node) for [Options.NodeRebootDuration]; it comes back with
+// its guests stopped. Tasks and reboots run on simulated time, evaluated when a request or
+// an observation looks: the simulator starts no goroutines for them.
+//
 // Fault injection (latency, failing the next requests, dropping the answer after a change
-// was applied, refusing connections) and observation (request counts, a request log with
-// secrets redacted, direct access to the storage configuration) are safe for concurrent
-// use while the server is serving.
+// was applied, refusing connections, failing the next task of a guest) and observation
+// (request counts, a request log with secrets redacted, direct access to the storage
+// configuration, guests and tasks) are safe for concurrent use while the server is serving.
 //
 // Deliberate simplifications: no 3-second delay on authentication failures; PBS storages
-// are created without contacting the PBS server; only PBS storages can be created.
+// are created without contacting the PBS server; only PBS storages can be created; a
+// guest whose lock is held is refused at once (PVE waits up to 10 seconds for the lock).
 package simpve

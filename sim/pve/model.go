@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/proxbus/proxbus/proxmox"
 )
@@ -49,10 +50,11 @@ func (t token) has(priv string) bool { return t.privs[privAll] || t.privs[priv] 
 
 // node is a cluster node.
 type node struct {
-	name   string
-	status string
-	maxCPU int
-	maxMem int64
+	name      string
+	status    string // "online", or "offline" while rebooting
+	maxCPU    int
+	maxMem    int64
+	downUntil time.Time // while rebooting: when it is back online
 }
 
 // cluster is the simulated cluster's state; guarded by Server.mu.
@@ -60,6 +62,9 @@ type cluster struct {
 	nodes    []node
 	tokens   map[string]token
 	storages map[string]map[string]string // id → config without "storage", sensitive keys removed
+	guests   map[int64]*guest             // vmid → VM or container
+	tasks    []*task                      // every task, oldest first
+	pid      int64                        // last worker pid handed out
 }
 
 // newCluster builds the state of a scenario.
@@ -70,6 +75,8 @@ func newCluster(scenario string) *cluster {
 			AuditTokenID: {secret: DemoSecret, privs: map[string]bool{privAudit: true, privSysAudit: true, privVMAudit: true}},
 		},
 		storages: map[string]map[string]string{},
+		guests:   map[int64]*guest{},
+		pid:      0x1A2B0,
 	}
 	for _, n := range []string{"pve1", "pve2", "pve3"} {
 		c.nodes = append(c.nodes, node{name: n, status: "online", maxCPU: 16, maxMem: 64 << 30})
@@ -77,6 +84,9 @@ func newCluster(scenario string) *cluster {
 	if scenario == ScenarioDemo {
 		for _, s := range demoStorages() {
 			c.putStorage(s)
+		}
+		for _, g := range demoGuests(time.Now()) {
+			c.guests[g.vmid] = g
 		}
 	}
 	return c

@@ -3,6 +3,7 @@ package simpve
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Version reported by GET /version.
@@ -50,6 +51,17 @@ func (s *Server) getClusterResources(c *call) answer {
 	if typ == "" || typ == "node" {
 		for _, n := range s.state.nodes {
 			out = append(out, nodeJSON(n))
+		}
+	}
+	if typ == "" || typ == "vm" {
+		now := time.Now()
+		for _, id := range s.state.guestIDs() {
+			g := s.state.guests[id]
+			n, found := s.state.node(g.node)
+			if !found {
+				continue
+			}
+			out = append(out, g.resourceJSON(*n, now))
 		}
 	}
 	if typ == "" || typ == "storage" {

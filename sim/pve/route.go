@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/proxbus/proxbus/proxmox"
 )
@@ -36,7 +38,7 @@ type endpoint struct {
 // endpoints maps "METHOD /schema/path" to its implementation.
 func (s *Server) endpoints() map[string]endpoint {
 	anyone := func(*call) (string, string) { return "", "" }
-	return map[string]endpoint{
+	m := map[string]endpoint{
 		"GET /version":           {perm: anyone, fn: s.getVersion},
 		"GET /nodes":             {perm: anyone, fn: s.getNodes},
 		"GET /cluster/resources": {perm: anyone, fn: s.getClusterResources},
@@ -50,6 +52,52 @@ func (s *Server) endpoints() map[string]endpoint {
 			fn:   s.createStorage,
 		},
 	}
+	for k, ep := range s.nodeEndpoints() {
+		m[k] = ep
+	}
+	for k, ep := range s.guestEndpoints() {
+		m[k] = ep
+	}
+	return m
+}
+
+// nodeEndpoints are the node methods: reboot, network, task status.
+func (s *Server) nodeEndpoints() map[string]endpoint {
+	nodePerm := func(priv string) func(c *call) (string, string) {
+		return func(c *call) (string, string) { return "/nodes/" + c.r.PathValue("node"), priv }
+	}
+	return map[string]endpoint{
+		"POST /nodes/{node}/status":             {perm: nodePerm(privSysPowerMgmt), fn: s.nodeCommand},
+		"GET /nodes/{node}/network":             {perm: nodePerm(privSysAudit), fn: s.getNetwork},
+		"GET /nodes/{node}/tasks/{upid}/status": {perm: func(*call) (string, string) { return "", "" }, fn: s.getTaskStatus},
+	}
+}
+
+// guestEndpoints are the QEMU and LXC methods.
+func (s *Server) guestEndpoints() map[string]endpoint {
+	m := map[string]endpoint{}
+	for _, typ := range []proxmox.GuestType{proxmox.GuestQEMU, proxmox.GuestLXC} {
+		base := "/nodes/{node}/" + string(typ) + "/{vmid}"
+		add := func(key, priv string, fn func(c *call, g *guest) answer) {
+			m[key] = endpoint{perm: vmPerm(priv), fn: s.guestHandler(typ, fn)}
+		}
+		add("GET "+base+"/status/current", privVMAudit, s.getGuestStatus)
+		add("GET "+base+"/config", privVMAudit, s.getGuestConfig)
+		add("POST "+base+"/status/start", privPowerMgmt, s.powerStart)
+		add("POST "+base+"/status/stop", privPowerMgmt, s.powerStop)
+		add("POST "+base+"/status/shutdown", privPowerMgmt, s.powerShutdown)
+		add("POST "+base+"/status/reboot", privPowerMgmt, s.powerReboot)
+		add("GET "+base+"/snapshot", privVMAudit, s.getSnapshots)
+		add("POST "+base+"/snapshot", privSnapshot, s.createSnapshot)
+		add("DELETE "+base+"/snapshot/{snapname}", privSnapshot, s.deleteSnapshot)
+		add("POST "+base+"/snapshot/{snapname}/rollback", privSnapshot, s.rollbackSnapshot)
+		if typ == proxmox.GuestQEMU {
+			add("POST "+base+"/status/reset", privPowerMgmt, s.qemuRunning("qmreset", restart))
+			add("POST "+base+"/status/suspend", privPowerMgmt, s.qemuRunning("qmsuspend", pause))
+			add("POST "+base+"/status/resume", privPowerMgmt, s.qemuRunning("qmresume", unpause))
+		}
+	}
+	return m
 }
 
 // buildHandler routes exactly the methods of proxmox.UsedAPI; anything else answers 501.
@@ -110,6 +158,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIU
 
 // handle produces the answer for one request; Server.mu is held.
 func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path string, params url.Values, perr error) answer {
+	s.advance(time.Now())
 	if a, ok := s.takeFail(r.Method, use, path); ok {
 		return a
 	}
@@ -122,6 +171,11 @@ func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path 
 		return notImplemented(c)
 	}
 	c.use = *use
+	if n := r.PathValue("node"); n != "" {
+		if a, down := s.nodeDown(n); down {
+			return a // pveproxy cannot reach the node
+		}
+	}
 	if acl, priv := ep.perm(c); priv != "" && !tok.has(priv) {
 		return fail(http.StatusForbidden, fmt.Sprintf("Permission check failed (%s, %s)", acl, priv))
 	}
@@ -181,7 +235,7 @@ func readParams(r *http.Request) (url.Values, error) {
 	case "application/json":
 		var obj map[string]json.RawMessage
 		dec := json.NewDecoder(r.Body)
-		if err := dec.Decode(&obj); err != nil {
+		if err := dec.Decode(&obj); err != nil && !errors.Is(err, io.EOF) { // an empty body has no parameters
 			return params, fmt.Errorf("unable to parse JSON request body: %w", err)
 		}
 		for k, raw := range obj {

@@ -24,7 +24,21 @@ type Options struct {
 	Scenario string
 	// Logger receives one debug line per request (parameters redacted); nil discards.
 	Logger *slog.Logger
+	// TaskDuration is how long every task (power, snapshot) runs before it ends: 0 means
+	// DefaultTaskDuration, a negative value makes tasks end as soon as they start. Change
+	// it later with [Server.SetTaskDuration].
+	TaskDuration time.Duration
+	// NodeRebootDuration is how long a node is unreachable after POST /nodes/{node}/status
+	// command=reboot: 0 means DefaultNodeRebootDuration, negative means back at once.
+	// Change it later with [Server.SetNodeRebootDuration].
+	NodeRebootDuration time.Duration
 }
+
+// Defaults of [Options].
+const (
+	DefaultTaskDuration       = 50 * time.Millisecond
+	DefaultNodeRebootDuration = time.Second
+)
 
 // Server is a simulated Proxmox VE cluster. Create it with [New]; serve it either through
 // [Server.Handler] (e.g. under httptest.NewServer / NewTLSServer) or with [Server.Start].
@@ -41,6 +55,9 @@ type Server struct {
 	unreachable bool
 	counts      map[string]int
 	reqLog      []RequestRecord
+	taskDur     time.Duration       // <= 0: tasks end at once
+	rebootDur   time.Duration       // <= 0: nodes come back at once
+	taskFaults  map[string][]string // "node/vmid" → exit statuses of its next tasks
 
 	lmu     sync.Mutex // guards the listener fields below
 	addr    string     // address Start bound, reused when reachable again
@@ -61,13 +78,24 @@ func New(opts Options) *Server {
 		opts.Scenario = ScenarioEmpty
 	}
 	s := &Server{
-		log:    log,
-		state:  newCluster(opts.Scenario),
-		counts: map[string]int{},
-		done:   make(chan struct{}),
+		log:        log,
+		state:      newCluster(opts.Scenario),
+		counts:     map[string]int{},
+		done:       make(chan struct{}),
+		taskDur:    orDefault(opts.TaskDuration, DefaultTaskDuration),
+		rebootDur:  orDefault(opts.NodeRebootDuration, DefaultNodeRebootDuration),
+		taskFaults: map[string][]string{},
 	}
 	s.handler = s.buildHandler()
 	return s
+}
+
+// orDefault is d, def when d is 0.
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
 }
 
 // Handler returns the HTTP handler serving the API under /api2/json.

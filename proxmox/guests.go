@@ -1,0 +1,148 @@
+package proxmox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// GuestType is the kind of a guest: a QEMU virtual machine or an LXC container.
+type GuestType string
+
+// Guest types, as PVE names them in paths and in /cluster/resources.
+const (
+	GuestQEMU GuestType = "qemu"
+	GuestLXC  GuestType = "lxc"
+)
+
+// Guest statuses reported in [Guest.Status] and [GuestSummary.Status]. PVE may also report
+// "unknown" (the guest's node is offline).
+const (
+	StatusRunning = "running"
+	StatusStopped = "stopped"
+	StatusPaused  = "paused" // QEMU only: the process runs, the VM is paused (qmpstatus)
+)
+
+// Guest is one QEMU VM or LXC container as resolved by [Client.ResolveGuest].
+type Guest struct {
+	VMID     int64
+	Name     string
+	Node     string    // node the guest is on
+	Type     GuestType // GuestQEMU or GuestLXC
+	Status   string    // running, stopped, paused (QEMU qmpstatus) or unknown, when resolved
+	Template bool
+}
+
+// Guest errors; they are returned wrapped, match them with errors.Is.
+var (
+	// ErrVMNotFound: no VM or container has that vmid or name (or it vanished from its node).
+	ErrVMNotFound = errors.New("proxmox: vm not found")
+	// ErrVMAmbiguous: a name matches several guests; address it by vmid.
+	ErrVMAmbiguous = errors.New("proxmox: vm name is ambiguous")
+	// ErrVMNotRunning: the operation needs a running guest (reboot, suspend, resume).
+	ErrVMNotRunning = errors.New("proxmox: vm not running")
+	// ErrUnsupportedForContainer: the operation exists only for QEMU VMs (suspend).
+	ErrUnsupportedForContainer = errors.New("proxmox: unsupported for containers")
+	// ErrReservedSnapshotName: PVE's pseudo-snapshot "current" cannot be created, deleted
+	// or rolled back to.
+	ErrReservedSnapshotName = errors.New("proxmox: snapshot name is reserved")
+)
+
+// basePath is the guest's API path, "/nodes/pve1/qemu/100".
+func (g Guest) basePath() string {
+	return "/nodes/" + url.PathEscape(g.Node) + "/" + string(g.Type) + "/" + strconv.FormatInt(g.VMID, 10)
+}
+
+// check refuses guests that cannot be addressed (no request is made for them).
+func (g Guest) check() error {
+	if g.VMID <= 0 || g.Node == "" || (g.Type != GuestQEMU && g.Type != GuestLXC) {
+		return fmt.Errorf("%w: incomplete guest (vmid %d, node %q, type %q)", ErrVMNotFound, g.VMID, g.Node, g.Type)
+	}
+	return nil
+}
+
+// ResolveGuest finds a QEMU VM or LXC container through GET /cluster/resources?type=vm.
+// ref is a vmid when it is all digits ("100"), else a guest name (exact match). For a
+// running QEMU VM it also reads GET .../status/current so that a paused VM has Status
+// "paused". Errors: no match → [ErrVMNotFound]; a name matching several guests →
+// [ErrVMAmbiguous] (the message lists their vmids); otherwise the request's error (see the
+// package doc).
+func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
+	ref = strings.TrimSpace(ref)
+	if ref == "" {
+		return Guest{}, fmt.Errorf("%w: empty reference", ErrVMNotFound)
+	}
+	res, err := c.ClusterResources(ctx, ResourceVM)
+	if err != nil {
+		return Guest{}, err
+	}
+	vmid, numErr := strconv.ParseInt(ref, 10, 64)
+	byID := numErr == nil && isDigits(ref)
+	var found []Guest
+	for _, r := range res {
+		if r.Type != string(GuestQEMU) && r.Type != string(GuestLXC) {
+			continue
+		}
+		if (byID && r.VMID == vmid) || (!byID && r.Name == ref) {
+			found = append(found, Guest{VMID: r.VMID, Name: r.Name, Node: r.Node, Type: GuestType(r.Type), Status: r.Status, Template: r.Template})
+		}
+	}
+	switch {
+	case len(found) == 0:
+		return Guest{}, fmt.Errorf("%w: %q", ErrVMNotFound, ref)
+	case len(found) > 1:
+		ids := make([]string, len(found))
+		for i, g := range found {
+			ids[i] = strconv.FormatInt(g.VMID, 10)
+		}
+		return Guest{}, fmt.Errorf("%w: %q matches vmids %s", ErrVMAmbiguous, ref, strings.Join(ids, ", "))
+	}
+	g := found[0]
+	if g.Type == GuestQEMU && g.Status == StatusRunning {
+		st, err := c.guestStatus(ctx, g)
+		if err != nil {
+			return Guest{}, err
+		}
+		g.Status = st
+	}
+	return g, nil
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// guestStatus reads GET .../status/current: "running", "stopped" or (QEMU) "paused".
+// A guest whose configuration is not on its node → ErrVMNotFound (wrapping the *APIError).
+func (c *Client) guestStatus(ctx context.Context, g Guest) (string, error) {
+	if err := g.check(); err != nil {
+		return "", err
+	}
+	r := request{method: http.MethodGet, path: g.basePath() + "/status/current"}
+	var raw json.RawMessage
+	if err := c.do(ctx, r, &raw); err != nil {
+		if errors.Is(err, ErrNotFound) {
+			return "", fmt.Errorf("%w: %s %d on %s: %w", ErrVMNotFound, g.Type, g.VMID, g.Node, err)
+		}
+		return "", err
+	}
+	m, err := flatObject(raw)
+	if err != nil {
+		return "", unreadable(r, err)
+	}
+	st := m["status"]
+	if g.Type == GuestQEMU && st == StatusRunning && m["qmpstatus"] == StatusPaused {
+		st = StatusPaused
+	}
+	return st, nil
+}
