@@ -85,7 +85,7 @@ func newEnv(t *testing.T) *env {
 		Concurrency: 4, MaxDeliver: 3, AckWait: 2 * time.Second,
 		Backoff:           []time.Duration{50 * time.Millisecond, 100 * time.Millisecond},
 		IdempotencyWindow: 60 * time.Second, LeaseTTL: 3 * time.Second,
-		JournalRetryDelay: 10 * time.Millisecond, RepairInterval: time.Hour,
+		JournalRetryDelay: 10 * time.Millisecond, RepairInterval: time.Hour, TaskPollInterval: 10 * time.Millisecond,
 		LogHandler: slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
 	}
 	e.store = store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: e.base.LeaseTTL})

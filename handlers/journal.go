@@ -60,6 +60,23 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
+// journalTarget is the object the command's journal entry is attached to (contract §6): the
+// NetBox VM whose custom field proxmox_vm_id is the command's vmid when there is exactly one,
+// else the endpoint (the verb's bullets carry the vmid).
+func (r *run) journalTarget(ctx context.Context) (string, int64, error) {
+	if r.prep.journalVMID == 0 {
+		return netbox.ObjectTypeEndpoint, r.cmd.EndpointID, nil
+	}
+	vms, err := r.p.cfg.Journal.VMsByProxmoxID(ctx, r.prep.journalVMID)
+	if err != nil {
+		return "", 0, err
+	}
+	if len(vms) == 1 {
+		return netbox.ObjectTypeVM, vms[0].ID, nil
+	}
+	return netbox.ObjectTypeEndpoint, r.cmd.EndpointID, nil
+}
+
 // finalize is contract §4 step 6: PATCH the write-ahead entry to its terminal state, retried;
 // when it still fails the update is kept in Redis for repair (contract §6).
 func (r *run) finalize(ctx context.Context, progress store.Progress, out Outcome, upid string) journalState {

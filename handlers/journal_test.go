@@ -154,7 +154,7 @@ func TestProxmoxFailure(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, transient := proxmoxFailure(tt.err)
+			got, transient := verbFailure(tt.err)
 			if transient != tt.wantTransient {
 				t.Errorf("transient = %v, want %v", transient, tt.wantTransient)
 			}
@@ -162,7 +162,7 @@ func TestProxmoxFailure(t *testing.T) {
 				tt.want.Detail = tt.err.Error()
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("proxmoxFailure = %+v\nwant %+v", got, tt.want)
+				t.Errorf("verbFailure = %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}

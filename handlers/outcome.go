@@ -32,6 +32,19 @@ const (
 	ReasonStorageConflict          = "storage_conflict"
 	ReasonProxmoxCreateUnconfirmed = "proxmox_create_unconfirmed"
 	ReasonStoreUnavailable         = "store_unavailable"
+	ReasonVMNotFound               = "vm_not_found"
+	ReasonVMAmbiguous              = "vm_ambiguous"
+	ReasonVMNotRunning             = "vm_not_running"
+	ReasonUnsupportedForContainer  = "unsupported_for_container"
+	ReasonReservedSnapshotName     = "reserved_snapshot_name"
+	ReasonTaskFailed               = "task_failed"
+	ReasonConfigReadFailed         = "config_read_failed"
+)
+
+// Result words of guest power verbs.
+const (
+	ResultAlreadyRunning = "already_running"
+	ResultAlreadyStopped = "already_stopped"
 )
 
 // Outcome is what a verb (or the pipeline) concluded. Status carries HTTP semantics.
@@ -63,11 +76,30 @@ func (o Outcome) journalKind() netbox.Kind {
 // errTransient marks a failure that happened before any write and may succeed on redelivery.
 var errTransient = errors.New("transient failure before any write")
 
-// proxmoxFailure maps a Proxmox error to an outcome, or reports that it is transient and the
-// command should be redelivered (nothing was written).
-func proxmoxFailure(err error) (Outcome, bool) {
+// verbFailure maps an error of a verb's Locate or Dispatch to an outcome, or reports that it is
+// transient and the command should be redelivered (nothing was written).
+func verbFailure(err error) (Outcome, bool) {
 	var apiErr *proxmox.APIError
+	var taskErr *proxmox.TaskError
+	refused := func(status int, reason string) (Outcome, bool) {
+		return Outcome{Status: status, Result: ResultRefused, Reason: reason}, false
+	}
 	switch {
+	case errors.Is(err, proxmox.ErrVMNotFound):
+		return refused(404, ReasonVMNotFound)
+	case errors.Is(err, proxmox.ErrVMAmbiguous):
+		return refused(409, ReasonVMAmbiguous)
+	case errors.Is(err, proxmox.ErrVMNotRunning):
+		return refused(409, ReasonVMNotRunning)
+	case errors.Is(err, proxmox.ErrUnsupportedForContainer):
+		return refused(409, ReasonUnsupportedForContainer)
+	case errors.Is(err, proxmox.ErrReservedSnapshotName):
+		return refused(422, ReasonReservedSnapshotName)
+	case errors.Is(err, proxmox.ErrBadConfig):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()}, false
+	case errors.As(err, &taskErr):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID,
+			Detail: "task exit status: " + taskErr.ExitStatus}, false
 	case errors.As(err, &apiErr) && !proxmox.IsTransient(err):
 		return Outcome{
 			Status: 502, Result: ResultFailed, Reason: ReasonProxmoxRefused,

@@ -25,10 +25,11 @@ type EndpointLookup interface {
 	Endpoint(ctx context.Context, id int64) (netbox.Endpoint, error)
 }
 
-// JournalWriter writes NetBox journal entries.
+// JournalWriter writes NetBox journal entries and finds the NetBox VM a guest's entries go on.
 type JournalWriter interface {
 	CreateJournalEntry(ctx context.Context, e netbox.JournalEntry) (netbox.JournalRef, error)
 	UpdateJournalEntry(ctx context.Context, id int64, kind netbox.Kind, comments string) error
+	VMsByProxmoxID(ctx context.Context, vmid int64) ([]netbox.VM, error)
 }
 
 // ProxmoxClients returns the Proxmox client of an endpoint from the endpoints file.

@@ -53,14 +53,25 @@ func (r *run) handle(ctx context.Context) Decision {
 	}
 	prep, invalid := r.verb.prepare(r.cmd.Data)
 	r.prep = prep
-	if r.verb.VerbAccess() == Read {
-		if invalid != nil {
-			return r.answer(ctx, *invalid, noJournal)
-		}
-		return r.read(ctx)
-	}
-	if invalid != nil {
+	switch {
+	case invalid != nil && r.verb.VerbAccess() == Read:
+		return r.answer(ctx, *invalid, noJournal)
+	case invalid != nil:
 		return r.refuseInvalid(ctx, *invalid)
+	}
+	if r.prep.locate != nil {
+		located, err := r.prep.locate(ctx, r.client)
+		if err != nil {
+			out, transient := verbFailure(err)
+			if transient && !r.at.Last() {
+				return r.retry(0, "locate", err.Error())
+			}
+			return r.answer(ctx, out, noJournal)
+		}
+		r.prep = located
+	}
+	if r.verb.VerbAccess() == Read {
+		return r.read(ctx)
 	}
 	return r.write(ctx)
 }
@@ -96,7 +107,7 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 func (r *run) read(ctx context.Context) Decision {
 	out, err := r.prep.dispatch(ctx, r.exec(nil, store.Progress{}))
 	if err != nil {
-		mapped, transient := proxmoxFailure(err)
+		mapped, transient := verbFailure(err)
 		if transient && !r.at.Last() {
 			return r.retry(0, "dispatch", err.Error())
 		}
@@ -204,10 +215,14 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 	lease, progress := claim.Lease, claim.Progress
 	if progress.JournalID == 0 {
-		ref, err := r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
-			ObjectType: netbox.ObjectTypeEndpoint, ObjectID: r.cmd.EndpointID, Kind: netbox.KindInfo,
-			Comments: r.comments(Outcome{Result: "in_progress"}, ""),
-		})
+		objectType, objectID, err := r.journalTarget(ctx)
+		var ref netbox.JournalRef
+		if err == nil {
+			ref, err = r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
+				ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindInfo,
+				Comments: r.comments(Outcome{Result: "in_progress"}, ""),
+			})
+		}
 		if err != nil {
 			r.log.Warn("journal: write-ahead entry not written; nothing dispatched", "err", err)
 			if netbox.IsTransient(err) && !r.at.Last() {
@@ -231,7 +246,7 @@ func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 	}
 	out, err := r.prep.dispatch(ctx, x)
 	if err != nil {
-		mapped, transient := proxmoxFailure(err)
+		mapped, transient := verbFailure(err)
 		if transient && !x.Dispatched() && !r.at.Last() {
 			r.log.Warn("dispatch: transient failure before any write; will retry", "err", r.scrub(err.Error()))
 			x.Step(ctx, "dispatch", events.StepRetrying, "", "transient failure before any write")

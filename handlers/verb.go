@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/proxbus/proxbus/proxmox"
 	"github.com/proxbus/proxbus/redact"
 )
 
@@ -35,14 +36,21 @@ type Spec[In any] struct {
 	// Decode reads and validates the data through f; every problem is reported with f.Fail or by
 	// the typed getters. The result is used only when f has no failures.
 	Decode func(f *Fields) In
+	// Locate (optional) resolves the input against Proxmox before idempotency — a read, such as
+	// a guest name to its vmid — and returns the resolved input. Its errors are mapped like a
+	// dispatch's ([verbFailure]); an outcome reached here is answered without a journal.
+	Locate func(ctx context.Context, c *proxmox.Client, in In) (In, error)
 	// Resource is the resource id that scopes the Idempotency-Key (storage id, vmid, node).
 	Resource func(In) string
+	// JournalVMID (optional) is the vmid whose NetBox VM carries the journal entry (contract §6);
+	// without it, or when NetBox has no such VM, the entry goes on the endpoint.
+	JournalVMID func(In) int64
 	// Secrets returns the write-only values of the input, cut out of every text proxbus emits.
 	Secrets func(In) []string
 	// Describe returns the verb's own journal bullets (never a secret).
 	Describe func(In) []Bullet
 	// Dispatch performs the verb. A returned error means the verb did not reach an outcome:
-	// the pipeline maps it ([proxmoxFailure]) and retries transient failures that happened
+	// the pipeline maps it ([verbFailure]) and retries transient failures that happened
 	// before any write.
 	Dispatch func(ctx context.Context, x *Exec, in In) (Outcome, error)
 }
@@ -62,7 +70,10 @@ type prepared struct {
 	fingerprint string
 	secrets     []string
 	bullets     []Bullet
-	dispatch    func(ctx context.Context, x *Exec) (Outcome, error)
+	journalVMID int64
+	// locate resolves the command against Proxmox; nil once resolved or when nothing needs it.
+	locate   func(ctx context.Context, c *proxmox.Client) (prepared, error)
+	dispatch func(ctx context.Context, x *Exec) (Outcome, error)
 }
 
 // VerbName implements [Verb].
@@ -80,9 +91,27 @@ func (s Spec[In]) prepare(data json.RawMessage) (prepared, *Outcome) {
 	if out := f.outcome(); out != nil {
 		return prepared{}, out
 	}
-	fp, err := fingerprint(in)
+	p, err := s.bind(in)
 	if err != nil {
 		return prepared{}, invalidBody(nil, "data cannot be fingerprinted")
+	}
+	if s.Locate != nil {
+		p.locate = func(ctx context.Context, c *proxmox.Client) (prepared, error) {
+			located, err := s.Locate(ctx, c, in)
+			if err != nil {
+				return prepared{}, err
+			}
+			return s.bind(located)
+		}
+	}
+	return p, nil
+}
+
+// bind derives everything the pipeline needs from a (validated, possibly located) input.
+func (s Spec[In]) bind(in In) (prepared, error) {
+	fp, err := fingerprint(in)
+	if err != nil {
+		return prepared{}, err
 	}
 	p := prepared{
 		resource:    s.Resource(in),
@@ -94,6 +123,9 @@ func (s Spec[In]) prepare(data json.RawMessage) (prepared, *Outcome) {
 	}
 	if s.Describe != nil {
 		p.bullets = s.Describe(in)
+	}
+	if s.JournalVMID != nil {
+		p.journalVMID = s.JournalVMID(in)
 	}
 	return p, nil
 }
@@ -148,5 +180,17 @@ func (r *Registry) Names() []string {
 func Builtin() []Verb {
 	return []Verb{
 		StoragePBSCreate(),
+		VMStart(),
+		VMStop(),
+		VMReboot(),
+		VMSuspend(),
+		VMResume(),
+		VMSnapshotList(),
+		VMSnapshotCreate(),
+		VMSnapshotDelete(),
+		VMSnapshotRollback(),
+		NodeReboot(),
+		VMConfigGet(),
+		VMList(),
 	}
 }

@@ -138,7 +138,7 @@ func (e *DevEnv) Endpoints() []proxmox.EndpointConfig {
 func (e *DevEnv) ServeConfig() Config {
 	return Config{
 		NATSURL: e.NATSURL, RedisURL: e.RedisURL, NetBoxURL: e.NetBoxURL, NetBoxToken: DemoNetBoxToken,
-		Endpoints: e.Endpoints(),
+		Endpoints: e.Endpoints(), TaskPollInterval: 50 * time.Millisecond,
 		Getenv: func(name string) string {
 			if name == demoSecretVariable {
 				return DemoPVESecret

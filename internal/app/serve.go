@@ -50,7 +50,9 @@ type Config struct {
 	NetBoxTimeout     time.Duration // default 10s
 	JournalRetryDelay time.Duration // default 200ms
 	RepairInterval    time.Duration // default 2s
-	NoProvision       bool
+	// TaskPollInterval is how often a Proxmox task's status is polled (default 500ms).
+	TaskPollInterval time.Duration
+	NoProvision      bool
 	// RedisKeyPrefix namespaces every Redis key (default "proxbus").
 	RedisKeyPrefix string
 	// Instance names this replica (default hostname-pid).
@@ -106,7 +108,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	clients, err := proxmox.NewClients(cfg.Endpoints, cfg.Getenv)
+	var popts []proxmox.ClientOption
+	if cfg.TaskPollInterval > 0 {
+		popts = append(popts, proxmox.WithTaskPollInterval(cfg.TaskPollInterval))
+	}
+	clients, err := proxmox.NewClients(cfg.Endpoints, cfg.Getenv, popts...)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -1,0 +1,38 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// NodeRebootInput is the data of node.reboot.
+type NodeRebootInput struct {
+	Node string `json:"node"`
+}
+
+// NodeReboot reboots a cluster node (POST /nodes/{node}/status command=reboot); it journals on
+// the endpoint.
+func NodeReboot() Verb {
+	return Spec[NodeRebootInput]{
+		Name:   "node.reboot",
+		Access: Write,
+		Decode: func(f *Fields) NodeRebootInput {
+			return NodeRebootInput{Node: f.String("node", true, nodeNamePattern.MatchString)}
+		},
+		Resource: func(in NodeRebootInput) string { return in.Node },
+		Describe: func(in NodeRebootInput) []Bullet { return []Bullet{{"node", in.Node}} },
+		Dispatch: func(ctx context.Context, x *Exec, in NodeRebootInput) (Outcome, error) {
+			if err := x.MarkDispatched(ctx); err != nil {
+				return Outcome{}, err
+			}
+			x.Step(ctx, "reboot_node", events.StepStarted, "", "")
+			if err := x.Proxmox.RebootNode(ctx, in.Node); err != nil {
+				x.Step(ctx, "reboot_node", events.StepError, "", "")
+				return Outcome{}, err
+			}
+			x.Step(ctx, "reboot_node", events.StepDone, "", "")
+			return Outcome{Status: 200, Result: ResultOK, Output: map[string]any{"node": in.Node}}, nil
+		},
+	}
+}

@@ -1,0 +1,112 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/proxmox"
+)
+
+// PowerInput is the data of the guest power verbs: the guest and, for stop and reboot, force.
+type PowerInput struct {
+	GuestRef
+	Force bool `json:"force,omitempty"`
+}
+
+// powerVerb builds one guest power verb (contract §9, guest power). op performs it and waits
+// for its task(s); noOp is the result word when the guest already was in the wanted state.
+func powerVerb(name, step string, withForce bool, noOp string, op func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error)) Verb {
+	return Spec[PowerInput]{
+		Name:   name,
+		Access: Write,
+		Decode: func(f *Fields) PowerInput {
+			in := PowerInput{GuestRef: decodeGuestRef(f)}
+			if withForce {
+				in.Force = f.Bool("force", false)
+			}
+			return in
+		},
+		Locate: func(ctx context.Context, c *proxmox.Client, in PowerInput) (PowerInput, error) {
+			ref, err := locateGuest(ctx, c, in.GuestRef)
+			in.GuestRef = ref
+			return in, err
+		},
+		Resource:    func(in PowerInput) string { return in.VM },
+		JournalVMID: func(in PowerInput) int64 { return in.guest.VMID },
+		Describe: func(in PowerInput) []Bullet {
+			b := guestBullets(in.guest)
+			if withForce {
+				b = append(b, Bullet{"force", boolWord(in.Force)})
+			}
+			return b
+		},
+		Dispatch: func(ctx context.Context, x *Exec, in PowerInput) (Outcome, error) {
+			if err := x.MarkDispatched(ctx); err != nil {
+				return Outcome{}, err
+			}
+			x.Step(ctx, step, events.StepStarted, "", "")
+			res, err := op(ctx, x.Proxmox, in.guest, in.Force)
+			if err != nil {
+				x.Step(ctx, step, events.StepError, "", "")
+				if errors.Is(err, proxmox.ErrUnreachable) {
+					x.UnmarkDispatched() // nothing left: a redelivery may try again
+				}
+				return Outcome{}, err
+			}
+			if res.NoOp {
+				x.Step(ctx, step, events.StepSkipped, "", noOp)
+				return Outcome{Status: 200, Result: noOp, Output: guestOutput(in.guest, nil)}, nil
+			}
+			x.Step(ctx, step, events.StepDone, lastUPID(res.UPIDs), "")
+			return Outcome{Status: 200, Result: ResultOK, UPID: lastUPID(res.UPIDs), Output: guestOutput(in.guest, res.UPIDs)}, nil
+		},
+	}
+}
+
+// VMStart starts a VM or container; already running → 200 already_running.
+func VMStart() Verb {
+	return powerVerb("vm.start", "start_vm", false, ResultAlreadyRunning,
+		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, _ bool) (proxmox.TaskResult, error) {
+			return c.Start(ctx, g)
+		})
+}
+
+// VMStop shuts a guest down (force: stops it at once); already stopped → 200 already_stopped.
+func VMStop() Verb {
+	return powerVerb("vm.stop", "stop_vm", true, ResultAlreadyStopped,
+		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error) {
+			return c.Stop(ctx, g, force)
+		})
+}
+
+// VMReboot reboots a running guest (force: reset; for containers stop then start).
+func VMReboot() Verb {
+	return powerVerb("vm.reboot", "reboot_vm", true, ResultOK,
+		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error) {
+			return c.Reboot(ctx, g, force)
+		})
+}
+
+// VMSuspend pauses a running VM; containers are refused (409 unsupported_for_container).
+func VMSuspend() Verb {
+	return powerVerb("vm.suspend", "suspend_vm", false, ResultOK,
+		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, _ bool) (proxmox.TaskResult, error) {
+			return c.Suspend(ctx, g)
+		})
+}
+
+// VMResume resumes a paused guest.
+func VMResume() Verb {
+	return powerVerb("vm.resume", "resume_vm", false, ResultOK,
+		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, _ bool) (proxmox.TaskResult, error) {
+			return c.Resume(ctx, g)
+		})
+}
+
+func boolWord(b bool) string {
+	if b {
+		return "true"
+	}
+	return "false"
+}

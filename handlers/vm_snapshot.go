@@ -1,0 +1,150 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"regexp"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/proxmox"
+)
+
+// SnapshotInput is the data of the snapshot verbs.
+type SnapshotInput struct {
+	GuestRef
+	Snapshot      string `json:"snapshot,omitempty"`
+	Description   string `json:"description,omitempty"`
+	IncludeMemory bool   `json:"include_memory,omitempty"`
+	Start         bool   `json:"start,omitempty"`
+}
+
+// snapshotNamePattern is PVE's pve-configid format (at most 40 characters).
+var snapshotNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,39}$`)
+
+// reservedSnapshot is Proxmox's pseudo-snapshot of the running state.
+const reservedSnapshot = "current"
+
+// locateSnapshot refuses the reserved name before any request, then resolves the guest.
+func locateSnapshot(ctx context.Context, c *proxmox.Client, in SnapshotInput) (SnapshotInput, error) {
+	if in.Snapshot == reservedSnapshot {
+		return in, proxmox.ErrReservedSnapshotName
+	}
+	ref, err := locateGuest(ctx, c, in.GuestRef)
+	in.GuestRef = ref
+	return in, err
+}
+
+// snapshotVerb builds a snapshot write verb around op.
+func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, success Outcome,
+	op func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error)) Verb {
+	return Spec[SnapshotInput]{
+		Name:        name,
+		Access:      Write,
+		Decode:      decode,
+		Locate:      locateSnapshot,
+		Resource:    func(in SnapshotInput) string { return in.VM },
+		JournalVMID: func(in SnapshotInput) int64 { return in.guest.VMID },
+		Describe: func(in SnapshotInput) []Bullet {
+			return append(guestBullets(in.guest), Bullet{"snapshot", in.Snapshot})
+		},
+		Dispatch: func(ctx context.Context, x *Exec, in SnapshotInput) (Outcome, error) {
+			if err := x.MarkDispatched(ctx); err != nil {
+				return Outcome{}, err
+			}
+			x.Step(ctx, step, events.StepStarted, "", "")
+			res, err := op(ctx, x.Proxmox, in)
+			if err != nil {
+				x.Step(ctx, step, events.StepError, "", "")
+				if errors.Is(err, proxmox.ErrUnreachable) {
+					x.UnmarkDispatched()
+				}
+				return Outcome{}, err
+			}
+			x.Step(ctx, step, events.StepDone, lastUPID(res.UPIDs), "")
+			out := success
+			out.UPID = lastUPID(res.UPIDs)
+			output := guestOutput(in.guest, res.UPIDs)
+			output["snapshot"] = in.Snapshot
+			out.Output = output
+			return out, nil
+		},
+	}
+}
+
+func decodeSnapshotName(f *Fields) string {
+	return f.String("snapshot", true, snapshotNamePattern.MatchString)
+}
+
+// VMSnapshotCreate takes a snapshot (include_memory: with the VM's RAM; ignored for containers).
+func VMSnapshotCreate() Verb {
+	return snapshotVerb("vm.snapshot.create", "create_snapshot",
+		func(f *Fields) SnapshotInput {
+			return SnapshotInput{GuestRef: decodeGuestRef(f), Snapshot: decodeSnapshotName(f),
+				Description:   f.String("description", false, func(s string) bool { return len(s) <= 8192 }),
+				IncludeMemory: f.Bool("include_memory", false)}
+		},
+		Outcome{Status: 201, Result: ResultCreated},
+		func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error) {
+			return c.CreateSnapshot(ctx, in.guest, in.Snapshot, in.Description, in.IncludeMemory)
+		})
+}
+
+// VMSnapshotDelete deletes a snapshot.
+func VMSnapshotDelete() Verb {
+	return snapshotVerb("vm.snapshot.delete", "delete_snapshot",
+		func(f *Fields) SnapshotInput {
+			return SnapshotInput{GuestRef: decodeGuestRef(f), Snapshot: decodeSnapshotName(f)}
+		},
+		Outcome{Status: 200, Result: ResultOK},
+		func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error) {
+			return c.DeleteSnapshot(ctx, in.guest, in.Snapshot)
+		})
+}
+
+// VMSnapshotRollback rolls a guest back to a snapshot (start: start it afterwards).
+func VMSnapshotRollback() Verb {
+	return snapshotVerb("vm.snapshot.rollback", "rollback_snapshot",
+		func(f *Fields) SnapshotInput {
+			return SnapshotInput{GuestRef: decodeGuestRef(f), Snapshot: decodeSnapshotName(f), Start: f.Bool("start", false)}
+		},
+		Outcome{Status: 200, Result: ResultOK},
+		func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error) {
+			return c.RollbackSnapshot(ctx, in.guest, in.Snapshot, in.Start)
+		})
+}
+
+// snapshotView is one entry of vm.snapshot.list's output (contract §9).
+type snapshotView struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Created     string `json:"created"`
+	Parent      string `json:"parent"`
+	HasMemory   bool   `json:"has_memory"`
+}
+
+// VMSnapshotList lists a guest's snapshots, never the pseudo-snapshot `current` (a read).
+func VMSnapshotList() Verb {
+	return Spec[GuestRef]{
+		Name:     "vm.snapshot.list",
+		Access:   Read,
+		Decode:   decodeGuestRef,
+		Locate:   locateGuest,
+		Resource: func(in GuestRef) string { return in.VM },
+		Dispatch: func(ctx context.Context, x *Exec, in GuestRef) (Outcome, error) {
+			snaps, err := x.Proxmox.Snapshots(ctx, in.guest)
+			if err != nil {
+				return Outcome{}, err
+			}
+			views := make([]snapshotView, 0, len(snaps))
+			for _, s := range snaps {
+				v := snapshotView{Name: s.Name, Description: s.Description, Parent: s.Parent, HasMemory: s.HasMemory}
+				if !s.Created.IsZero() {
+					v.Created = s.Created.UTC().Format(time.RFC3339)
+				}
+				views = append(views, v)
+			}
+			return Outcome{Status: 200, Result: ResultOK, Output: map[string]any{"vmid": in.VM, "snapshots": views}}, nil
+		},
+	}
+}
