@@ -244,17 +244,17 @@ func TestTokenNeverInErrors(t *testing.T) {
 func TestVMsByProxmoxID(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
-	vms, err := f.client.VMsByProxmoxID(context.Background(), 100)
+	vms, err := f.client.VMsByProxmoxID(context.Background(), 777)
 	if err != nil || len(vms) != 0 {
 		t.Fatalf("empty: %v %v", vms, err)
 	}
-	f.sim.AddVM(5, "web", 100, 2)
+	f.sim.AddVM(5, "web", 777, 2)
 	f.sim.AddVM(6, "db", 101, 2)
-	vms, err = f.client.VMsByProxmoxID(context.Background(), 100)
+	vms, err = f.client.VMsByProxmoxID(context.Background(), 777)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []netbox.VM{{ID: 5, Name: "web", ClusterID: 2, ProxmoxVMID: 100}}; !slices.Equal(vms, want) {
+	if want := []netbox.VM{{ID: 5, Name: "web", ClusterID: 2, ProxmoxVMID: 777}}; !slices.Equal(vms, want) {
 		t.Fatalf("vms = %+v, want %+v", vms, want)
 	}
 }

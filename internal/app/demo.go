@@ -53,6 +53,25 @@ func demoTour(run string) []demoCase {
 			data: pbsData("pbs-x-"+run, "store1"), wantStatus: 403, wantResult: "refused", wantReason: "endpoint_id_required"},
 		{title: "invalid body", verb: "storage.pbs.create", endpoint: 1,
 			data: `{"storage":"1bad","server":"pbs.demo.lan","password":"demo-pbs-secret"}`, wantStatus: 422, wantResult: "refused", wantReason: "invalid_body"},
+
+		{title: "list the guests", verb: "vm.list", endpoint: 1, data: `{}`, wantStatus: 200, wantResult: "ok"},
+		{title: "read a VM's configuration", verb: "vm.config.get", endpoint: 1, data: `{"vm":"db-01"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "start a stopped VM by name", verb: "vm.start", endpoint: 1, data: `{"vm":"db-01"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "start a running VM", verb: "vm.start", endpoint: 1, data: `{"vm":100}`, wantStatus: 200, wantResult: "already_running"},
+		{title: "stop a stopped container", verb: "vm.stop", endpoint: 1, data: `{"vm":"201"}`, wantStatus: 200, wantResult: "already_stopped"},
+		{title: "suspend and resume a VM", verb: "vm.suspend", endpoint: 1, data: `{"vm":"web-01"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "resume it", verb: "vm.resume", endpoint: 1, data: `{"vm":"web-01"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "force-reboot a container (stop + start)", verb: "vm.reboot", endpoint: 1, data: `{"vm":200,"force":true}`, wantStatus: 200, wantResult: "ok"},
+		{title: "suspend a container", verb: "vm.suspend", endpoint: 1, data: `{"vm":200}`, wantStatus: 409, wantResult: "refused", wantReason: "unsupported_for_container"},
+		{title: "reboot a stopped VM", verb: "vm.reboot", endpoint: 1, data: `{"vm":103}`, wantStatus: 409, wantResult: "refused", wantReason: "vm_not_running"},
+		{title: "a name two guests share", verb: "vm.start", endpoint: 1, data: `{"vm":"dup"}`, wantStatus: 409, wantResult: "refused", wantReason: "vm_ambiguous"},
+		{title: "an unknown guest", verb: "vm.stop", endpoint: 1, data: `{"vm":"nope"}`, wantStatus: 404, wantResult: "refused", wantReason: "vm_not_found"},
+		{title: "list a container's snapshots", verb: "vm.snapshot.list", endpoint: 1, data: `{"vm":200}`, wantStatus: 200, wantResult: "ok"},
+		{title: "take a snapshot", verb: "vm.snapshot.create", endpoint: 1, data: `{"vm":200,"snapshot":"demo","description":"from the tour"}`, wantStatus: 201, wantResult: "created"},
+		{title: "roll back to it", verb: "vm.snapshot.rollback", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "delete it", verb: "vm.snapshot.delete", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "the reserved snapshot name", verb: "vm.snapshot.create", endpoint: 1, data: `{"vm":200,"snapshot":"current"}`, wantStatus: 422, wantResult: "refused", wantReason: "reserved_snapshot_name"},
+		{title: "reboot a node", verb: "node.reboot", endpoint: 1, data: `{"node":"pve3"}`, wantStatus: 200, wantResult: "ok"},
 	}
 }
 

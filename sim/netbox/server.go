@@ -22,7 +22,9 @@ const (
 )
 
 // ScenarioDemo is the demo scenario: endpoint 1 "lab" (allow_writes true) and endpoint 2
-// "lab-readonly" (allow_writes false).
+// "lab-readonly" (allow_writes false), and the NetBox VM 1 "web-01" mirroring the PVE demo
+// cluster's VM 100 (custom field proxmox_vm_id 100, cluster 1), so guest verbs on it journal on
+// the VM.
 const ScenarioDemo = "demo"
 
 // ErrUnknownScenario is returned by CheckScenario for a scenario the simulator does not know.
@@ -122,6 +124,7 @@ func New(opts Options) *Server {
 	if opts.Scenario == ScenarioDemo {
 		s.AddEndpoint(1, "lab", true)
 		s.AddEndpoint(2, "lab-readonly", false)
+		s.AddVM(1, "web-01", 100, 1)
 	}
 	return s
 }

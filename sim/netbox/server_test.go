@@ -250,20 +250,25 @@ func TestJournalLifecycle(t *testing.T) {
 func TestVMs(t *testing.T) {
 	t.Parallel()
 	sim, base := newSim(t)
+	// The demo scenario mirrors PVE's VM 100 as NetBox VM 1.
 	_, body := call(t, "GET", base+"/api/virtualization/virtual-machines/?cf_proxmox_vm_id=100", v1, "")
+	if body["count"] != float64(1) {
+		t.Fatalf("demo VM 100 = %v", body)
+	}
+	_, body = call(t, "GET", base+"/api/virtualization/virtual-machines/?cf_proxmox_vm_id=700", v1, "")
 	if body["count"] != float64(0) || len(body["results"].([]any)) != 0 {
 		t.Fatalf("empty list = %v", body)
 	}
-	sim.AddVM(1, "web1", 100, 4)
-	sim.AddVM(2, "web2", 101, 4)
-	_, body = call(t, "GET", base+"/api/virtualization/virtual-machines/?cf_proxmox_vm_id=100", v1, "")
+	sim.AddVM(11, "web1", 700, 4)
+	sim.AddVM(12, "web2", 701, 4)
+	_, body = call(t, "GET", base+"/api/virtualization/virtual-machines/?cf_proxmox_vm_id=700", v1, "")
 	res := body["results"].([]any)
 	if len(res) != 1 {
 		t.Fatalf("filtered = %v", body)
 	}
 	vm := res[0].(map[string]any)
 	if vm["name"] != "web1" || vm["cluster"].(map[string]any)["id"] != float64(4) ||
-		vm["custom_fields"].(map[string]any)["proxmox_vm_id"] != float64(100) {
+		vm["custom_fields"].(map[string]any)["proxmox_vm_id"] != float64(700) {
 		t.Fatalf("vm = %v", vm)
 	}
 }
