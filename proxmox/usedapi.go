@@ -26,5 +26,7 @@ func UsedAPI() []APIUse {
 		{Method: "POST", Path: "/nodes/{node}/status", Params: []string{"command"}},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/status"},
 	}
-	return append(out, guestAPI()...)
+	out = append(out, guestAPI()...)
+	out = append(out, provisionAPI()...)
+	return append(out, imageAPI()...)
 }

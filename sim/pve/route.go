@@ -58,6 +58,12 @@ func (s *Server) endpoints() map[string]endpoint {
 	for k, ep := range s.guestEndpoints() {
 		m[k] = ep
 	}
+	for k, ep := range s.provisionEndpoints() {
+		m[k] = ep
+	}
+	for k, ep := range s.imageEndpoints() {
+		m[k] = ep
+	}
 	return m
 }
 

