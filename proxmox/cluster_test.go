@@ -50,8 +50,8 @@ func TestNodesVersionResources(t *testing.T) {
 		t.Error("local-lvm must not be shared")
 	}
 	all, err := c.ClusterResources(testCtx(t), "")
-	if err != nil || len(all) != 25 {
-		t.Errorf("ClusterResources(\"\") = %d, %v; want 3 nodes + 10 guests + 12 storages", len(all), err)
+	if err != nil || len(all) != 26 {
+		t.Errorf("ClusterResources(\"\") = %d, %v; want 3 nodes + 11 guests + 12 storages", len(all), err)
 	}
 	_, err = c.ClusterResources(testCtx(t), "bogus")
 	var ae *proxmox.APIError

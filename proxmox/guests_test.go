@@ -65,7 +65,7 @@ func TestGuests(t *testing.T) {
 		ids = append(ids, g.VMID)
 		byID[g.VMID] = g
 	}
-	if want := []int64{99, 100, 101, 102, 103, 104, 105, 200, 201, 202, 9000}; !slices.Equal(ids, want) {
+	if want := []int64{99, 100, 101, 102, 103, 104, 105, 200, 201, 202, 8000, 9000}; !slices.Equal(ids, want) {
 		t.Errorf("vmids = %v, want %v", ids, want)
 	}
 	if g := byID[99]; g.VCPUs != 3 || g.MemoryMB != 1536 || g.Status != "running" || g.Type != proxmox.GuestQEMU {
@@ -91,7 +91,7 @@ func TestGuests(t *testing.T) {
 	for _, g := range one {
 		ids = append(ids, g.VMID)
 	}
-	if want := []int64{100, 103, 200, 9000}; !slices.Equal(ids, want) {
+	if want := []int64{100, 103, 200, 8000, 9000}; !slices.Equal(ids, want) {
 		t.Errorf("pve1 vmids = %v, want %v", ids, want)
 	}
 	if none, err := c.Guests(testCtx(t), "pve9"); err != nil || len(none) != 0 {

@@ -16,7 +16,7 @@ func guestAPI() []APIUse {
 			APIUse{Method: "POST", Path: base + "/status/stop"},
 			APIUse{Method: "POST", Path: base + "/status/shutdown"},
 			APIUse{Method: "POST", Path: base + "/status/reboot"},
-			APIUse{Method: "GET", Path: base + "/config"},
+			APIUse{Method: "GET", Path: base + "/config", Params: []string{"current"}},
 			APIUse{Method: "GET", Path: base + "/snapshot"},
 			APIUse{Method: "POST", Path: base + "/snapshot", Params: snapParams},
 			APIUse{Method: "DELETE", Path: base + "/snapshot/{snapname}"},

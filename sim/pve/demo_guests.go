@@ -10,16 +10,20 @@ import (
 
 // Demo guest vmids (contract §10), for tests that address them.
 const (
-	DemoTemplateVMID int64 = 9000 // ubuntu-template on pve1, a template
-	DemoWebVMID      int64 = 100  // web-01 on pve1, running, SeaBIOS/i440fx
-	DemoDBVMID       int64 = 101  // db-01 on pve2, stopped, OVMF/q35 with passthrough
-	DemoAppVMID      int64 = 102  // app-01 on pve3, running, one snapshot with RAM
-	DemoDupStopped   int64 = 103  // "dup" on pve1, stopped
-	DemoDupRunning   int64 = 104  // "dup" on pve3, running
-	DemoPausedVMID   int64 = 105  // batch-01 on pve2, paused
-	DemoCT1          int64 = 200  // ct-pve1, running, snapshot tree
-	DemoCT2          int64 = 201  // ct-pve2, stopped, snapshot tree
-	DemoCT3          int64 = 202  // ct-pve3, running, snapshot tree
+	DemoTemplateVMID int64 = 9000 // ubuntu-template on pve1, a template on local-lvm
+	// DemoSharedTemplateVMID is ubuntu-template-shared on pve1, a template whose disk and
+	// Cloud-Init drive are on the shared ceph storage: Proxmox clones a template to another
+	// node only when every volume of it is on shared storage.
+	DemoSharedTemplateVMID int64 = 8000
+	DemoWebVMID            int64 = 100 // web-01 on pve1, running, SeaBIOS/i440fx
+	DemoDBVMID             int64 = 101 // db-01 on pve2, stopped, OVMF/q35 with passthrough
+	DemoAppVMID            int64 = 102 // app-01 on pve3, running, one snapshot with RAM
+	DemoDupStopped         int64 = 103 // "dup" on pve1, stopped
+	DemoDupRunning         int64 = 104 // "dup" on pve3, running
+	DemoPausedVMID         int64 = 105 // batch-01 on pve2, paused
+	DemoCT1                int64 = 200 // ct-pve1, running, snapshot tree
+	DemoCT2                int64 = 201 // ct-pve2, stopped, snapshot tree
+	DemoCT3                int64 = 202 // ct-pve3, running, snapshot tree
 )
 
 // demoGuests is the demo cluster's guests, created at now.
@@ -139,7 +143,22 @@ func demoGuests(now time.Time) []*guest {
 		"ipconfig0":   "ip=dhcp",
 		"description": "Ubuntu 24.04 cloud image\n",
 	})
-	return []*guest{web, db, app, dup1, dup2, paused, tmpl, lxc(DemoCT1, "pve1", true), lxc(DemoCT2, "pve2", false), lxc(DemoCT3, "pve3", true)}
+	shared := qemu(DemoSharedTemplateVMID, "pve1", stateStopped, map[string]string{
+		"name": "ubuntu-template-shared", "template": "1", "ostype": "l26", "memory": "2048", "cores": "2", "sockets": "1",
+		"cpu":         "x86-64-v2-AES",
+		"scsihw":      "virtio-scsi-single",
+		"scsi0":       "ceph:base-8000-disk-0,iothread=1,size=3584M",
+		"ide2":        "ceph:vm-8000-cloudinit,media=cdrom",
+		"boot":        "order=scsi0",
+		"net0":        "virtio=BC:24:11:00:80:00,bridge=vmbr0",
+		"serial0":     "socket",
+		"vga":         "serial0",
+		"agent":       "1",
+		"ciuser":      "ubuntu",
+		"ipconfig0":   "ip=dhcp",
+		"description": "Ubuntu 24.04 cloud image on shared storage\n",
+	})
+	return []*guest{web, db, app, dup1, dup2, paused, tmpl, shared, lxc(DemoCT1, "pve1", true), lxc(DemoCT2, "pve2", false), lxc(DemoCT3, "pve3", true)}
 }
 
 func cloneMap(m map[string]string) map[string]string {

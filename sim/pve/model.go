@@ -65,6 +65,10 @@ type cluster struct {
 	guests   map[int64]*guest             // vmid → VM or container
 	tasks    []*task                      // every task, oldest first
 	pid      int64                        // last worker pid handed out
+
+	storageStatus map[string]string   // "storage/node" → status in /cluster/resources (absent: available)
+	moveFaults    map[string][]string // "vmid/disk" → exit statuses of its next move_disk tasks
+	ciPasswords   map[int64]string    // vmid → sha256 hex of the Cloud-Init password (config shows a mask)
 }
 
 // newCluster builds the state of a scenario.
@@ -77,6 +81,10 @@ func newCluster(scenario string) *cluster {
 		storages: map[string]map[string]string{},
 		guests:   map[int64]*guest{},
 		pid:      0x1A2B0,
+
+		storageStatus: map[string]string{},
+		moveFaults:    map[string][]string{},
+		ciPasswords:   map[int64]string{},
 	}
 	for _, n := range []string{"pve1", "pve2", "pve3"} {
 		c.nodes = append(c.nodes, node{name: n, status: "online", maxCPU: 16, maxMem: 64 << 30})

@@ -65,28 +65,7 @@ func (s *Server) getClusterResources(c *call) answer {
 		}
 	}
 	if typ == "" || typ == "storage" {
-		for _, n := range s.state.nodes {
-			for _, id := range s.state.storageIDs() {
-				m := s.state.storages[id]
-				if !storageOnNode(m, n.name) {
-					continue
-				}
-				status := storageAvailable
-				if m["disable"] == "1" || n.status != "online" {
-					status = "unknown"
-				}
-				shared := 0
-				if sharedTypes[m["type"]] || m["shared"] == "1" {
-					shared = 1
-				}
-				content := m["content"]
-				out = append(out, map[string]any{
-					"id": "storage/" + n.name + "/" + id, "type": "storage", "storage": id, "node": n.name,
-					"status": status, "plugintype": m["type"], "content": content, "shared": shared,
-					"disk": int64(20 << 30), "maxdisk": int64(1 << 40),
-				})
-			}
-		}
+		out = append(out, s.state.storageResources()...)
 	}
 	return ok(out)
 }

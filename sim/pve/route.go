@@ -290,7 +290,7 @@ var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 func undeclared(use proxmox.APIUse, params url.Values) map[string]string {
 	var errs map[string]string
 	for k := range params {
-		if slices.Contains(use.Params, k) {
+		if use.Declares(k) {
 			continue
 		}
 		isPath := false

@@ -58,6 +58,7 @@ type Server struct {
 	taskDur     time.Duration       // <= 0: tasks end at once
 	rebootDur   time.Duration       // <= 0: nodes come back at once
 	taskFaults  map[string][]string // "node/vmid" → exit statuses of its next tasks
+	imageState                      // import volumes, node filesystems and addresses (images_state.go)
 
 	lmu     sync.Mutex // guards the listener fields below
 	addr    string     // address Start bound, reused when reachable again
