@@ -16,6 +16,8 @@ type Fields struct {
 	raw      map[string]json.RawMessage
 	declared map[string]bool
 	failed   map[string]bool
+	// nestedUndeclared is set when an object inside the data has undeclared fields.
+	nestedUndeclared bool
 }
 
 var errNotObject = errors.New("data is not a JSON object")
@@ -142,6 +144,64 @@ func (f *Fields) Strings(name string, required bool, maxItems int, valid func(st
 	return list
 }
 
+// Object decodes the object field name with decode, which reads it through its own Fields. A
+// failure inside fails name (names of nested fields are never reported); undeclared nested
+// fields are reported like top-level ones. It reports whether the field was present.
+func (f *Fields) Object(name string, required bool, decode func(sub *Fields)) bool {
+	raw := f.Raw(name)
+	if raw == nil {
+		if required {
+			f.Fail(name)
+		}
+		return false
+	}
+	f.nested(name, raw, decode)
+	return true
+}
+
+// Objects decodes the list-of-objects field name (at most maxItems), each item with decode.
+func (f *Fields) Objects(name string, maxItems int, decode func(i int, sub *Fields)) {
+	raw := f.Raw(name)
+	if raw == nil {
+		return
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil || (maxItems > 0 && len(items) > maxItems) {
+		f.Fail(name)
+		return
+	}
+	for i, item := range items {
+		f.nested(name, item, func(sub *Fields) { decode(i, sub) })
+	}
+}
+
+func (f *Fields) nested(name string, raw json.RawMessage, decode func(sub *Fields)) {
+	sub, err := newFields(raw)
+	if err != nil {
+		f.Fail(name)
+		return
+	}
+	decode(sub)
+	if len(sub.failed) > 0 {
+		f.Fail(name)
+	}
+	if sub.undeclared() {
+		f.nestedUndeclared = true
+	}
+}
+
+func (f *Fields) undeclared() bool {
+	if f.nestedUndeclared {
+		return true
+	}
+	for name := range f.raw {
+		if !f.declared[name] {
+			return true
+		}
+	}
+	return false
+}
+
 // redactedSecret reports a secret field that holds the redaction placeholder: a dead letter
 // replayed as it was stored lost its secret, and must not write "[redacted]" to Proxmox.
 func redactedSecret(name, value string) bool {
@@ -150,13 +210,7 @@ func redactedSecret(name, value string) bool {
 
 // outcome is the 422 invalid_body outcome when anything failed or undeclared fields are present.
 func (f *Fields) outcome() *Outcome {
-	undeclared := false
-	for name := range f.raw {
-		if !f.declared[name] {
-			undeclared = true
-			break
-		}
-	}
+	undeclared := f.undeclared()
 	if len(f.failed) == 0 && !undeclared {
 		return nil
 	}

@@ -39,7 +39,20 @@ const (
 	ReasonReservedSnapshotName     = "reserved_snapshot_name"
 	ReasonTaskFailed               = "task_failed"
 	ReasonConfigReadFailed         = "config_read_failed"
+	ReasonExtraNetworksLocked      = "extra_networks_locked"
+	ReasonTargetStorageUnavailable = "target_storage_unavailable"
+	ReasonStorageLookupFailed      = "storage_lookup_failed"
+	ReasonRelocateDiskFailed       = "relocate_disk_failed"
 )
+
+// errExtraNetworksLocked refuses extra NICs when the cloud network is enforced.
+var errExtraNetworksLocked = errors.New("extra_networks are locked by enforce_cloud_network")
+
+// fieldError is a field that is well-formed but refused against Proxmox's state (a bridge that
+// does not exist on the node): 422 invalid_body naming the field.
+type fieldError struct{ field string }
+
+func (e fieldError) Error() string { return "invalid " + e.field }
 
 // Result words of guest power verbs.
 const (
@@ -84,7 +97,12 @@ func verbFailure(err error) (Outcome, bool) {
 	refused := func(status int, reason string) (Outcome, bool) {
 		return Outcome{Status: status, Result: ResultRefused, Reason: reason}, false
 	}
+	var fieldErr fieldError
 	switch {
+	case errors.As(err, &fieldErr):
+		return *invalidBody([]string{fieldErr.field}, ""), false
+	case errors.Is(err, errExtraNetworksLocked):
+		return refused(422, ReasonExtraNetworksLocked)
 	case errors.Is(err, proxmox.ErrVMNotFound):
 		return refused(404, ReasonVMNotFound)
 	case errors.Is(err, proxmox.ErrVMAmbiguous):

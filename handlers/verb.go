@@ -192,5 +192,6 @@ func Builtin() []Verb {
 		NodeReboot(),
 		VMConfigGet(),
 		VMList(),
+		VMProvision(),
 	}
 }

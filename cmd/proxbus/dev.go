@@ -71,5 +71,5 @@ func playDemo(ctx context.Context, env *app.DevEnv, stdout io.Writer) error {
 		return err
 	}
 	defer nc.Close()
-	return app.RunDemo(ctx, js, events.NewSubjects(""), stdout)
+	return app.RunDemo(ctx, js, events.NewSubjects(""), env.Images, stdout)
 }

@@ -34,7 +34,7 @@ func pbsData(storage, datastore string) string {
 }
 
 // demoTour is every implemented verb's main paths.
-func demoTour(run string) []demoCase {
+func demoTour(run string, image DemoImage) []demoCase {
 	key := "demo-key-" + run
 	return []demoCase{
 		{title: "create a PBS storage", verb: "storage.pbs.create", endpoint: 1, idempotencyKey: key,
@@ -71,16 +71,26 @@ func demoTour(run string) []demoCase {
 		{title: "roll back to it", verb: "vm.snapshot.rollback", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
 		{title: "delete it", verb: "vm.snapshot.delete", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
 		{title: "the reserved snapshot name", verb: "vm.snapshot.create", endpoint: 1, data: `{"vm":200,"snapshot":"current"}`, wantStatus: 422, wantResult: "refused", wantReason: "reserved_snapshot_name"},
+		{title: "provision across nodes: clone from the shared template, relocate the disk to local storage", verb: "vm.provision", endpoint: 1,
+			data: `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048,"cores":2,"disk_gb":10,` +
+				`"cloud_init":{"user":"ops","password":"demo-ci-secret","ssh_keys":["ssh-ed25519 AAAAC3Nza demo@proxbus"],"ipconfig0":"ip=dhcp"},"extra_networks":[{"index":1,"bridge":"vmbr1","vlan_tag":20}]}`,
+			wantStatus: 201, wantResult: "created"},
+		{title: "provision from a cloud image downloaded by Proxmox", verb: "vm.provision", endpoint: 1,
+			data:       fmt.Sprintf(`{"source":{"image":{"url":%q,"checksum":%q,"checksum_algorithm":"sha256"}},"new_vmid":311,"new_name":"demo-311","target_node":"pve2","storage":"local-lvm"}`, image.URL, image.SHA256),
+			wantStatus: 201, wantResult: "created"},
+		{title: "extra NICs while the cloud network is enforced", verb: "vm.provision", endpoint: 1,
+			data:       `{"source":{"template_vmid":9000},"new_vmid":312,"new_name":"demo-312","target_node":"pve1","enforce_cloud_network":true,"extra_networks":[{"index":1,"bridge":"vmbr1"}]}`,
+			wantStatus: 422, wantResult: "refused", wantReason: "extra_networks_locked"},
 		{title: "reboot a node", verb: "node.reboot", endpoint: 1, data: `{"node":"pve3"}`, wantStatus: 200, wantResult: "ok"},
 	}
 }
 
 // RunDemo plays the scripted tour against a running proxbus, printing every step and result to
 // w. It returns an error naming each case whose outcome was not the expected one.
-func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, w io.Writer) error {
+func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, image DemoImage, w io.Writer) error {
 	run := fmt.Sprint(time.Now().Unix())
 	var failed []string
-	for i, c := range demoTour(run) {
+	for i, c := range demoTour(run, image) {
 		cmd := events.Command{
 			ID: fmt.Sprintf("demo-%s-%02d", run, i+1), Source: "urn:proxbus:demo", Type: "proxbus." + c.verb, Verb: c.verb,
 			EndpointID: c.endpoint, HasEndpointID: c.endpoint != 0, IdempotencyKey: c.idempotencyKey,

@@ -2,9 +2,14 @@ package app
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -48,6 +53,8 @@ type DevEnv struct {
 	RedisEmbedded bool
 	PVE           *simpve.Server
 	NetBox        *simnetbox.Server
+	// Images serves a demo cloud image on loopback for vm.provision's image source.
+	Images DemoImage
 
 	nats   *server.Server
 	redis  *miniredis.Miniredis
@@ -105,8 +112,33 @@ func StartDev(opts DevOptions) (*DevEnv, error) {
 		return nil, fmt.Errorf("netbox simulator: %w", err)
 	}
 	env.closer = append(env.closer, env.NetBox)
+	if env.Images, err = startImageServer(&env.closer); err != nil {
+		return nil, err
+	}
 	ok = true
 	return env, nil
+}
+
+// DemoImage is a cloud image the dev environment serves, with its checksum.
+type DemoImage struct {
+	URL    string
+	SHA256 string
+}
+
+// startImageServer serves a small qcow2-looking image at /images/demo-cloudimg-amd64.img.
+func startImageServer(closers *[]io.Closer) (DemoImage, error) {
+	body := []byte("QFI\xfb" + strings.Repeat("proxbus demo cloud image ", 4096))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return DemoImage{}, fmt.Errorf("image server: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /images/demo-cloudimg-amd64.img", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }() // ended by srv.Close, which *closers holds
+	*closers = append(*closers, srv)
+	sum := sha256.Sum256(body)
+	return DemoImage{URL: "http://" + ln.Addr().String() + "/images/demo-cloudimg-amd64.img", SHA256: hex.EncodeToString(sum[:])}, nil
 }
 
 func runRedisClock(ctx context.Context, m *miniredis.Miniredis) {
