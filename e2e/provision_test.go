@@ -222,6 +222,11 @@ func TestProvisionRefusals(t *testing.T) {
 		if g, _ := e.pve.Guest(410); g.Status != "stopped" {
 			t.Errorf("guest status %q", g.Status)
 		}
+		for _, rec := range e.pve.RequestLog() {
+			if rec.Method != "GET" && (strings.HasSuffix(rec.Path, "/qemu/410/config") || strings.Contains(rec.Path, "/qemu/410/status") || strings.HasSuffix(rec.Path, "/qemu/410/resize")) {
+				t.Errorf("a Proxmox write after the failed relocation: %s %s", rec.Method, rec.Path)
+			}
+		}
 	})
 }
 
