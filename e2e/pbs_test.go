@@ -56,9 +56,20 @@ func TestGateFailsClosedWhenNetBoxIsDown(t *testing.T) {
 	e := newEnv(t)
 	e.start()
 	e.netbox.SetDown(true)
-	res := e.send(e.command(pbs("down1")))
+	cmd := e.command(pbs("down1"))
+	res := e.send(cmd)
 	if res.Status != 503 || res.Reason != "netbox_unavailable" {
 		t.Fatalf("got %d %s, want 503 netbox_unavailable", res.Status, res.Reason)
+	}
+	// Each redelivery is announced, with a seq no earlier delivery used.
+	var retrying []int
+	for _, st := range e.steps(cmd) {
+		if st.Step == "gate" && st.Status == "retrying" {
+			retrying = append(retrying, st.Seq)
+		}
+	}
+	if !slices.Equal(retrying, []int{1, 1001}) {
+		t.Errorf("retrying step seqs %v, want [1 1001] (two redeliveries of three deliveries)", retrying)
 	}
 	if n := e.pve.Requests("POST", "/storage"); n != 0 {
 		t.Errorf("sent %d POSTs with the gate closed", n)

@@ -59,7 +59,13 @@ func (x *Exec) MarkDispatched(ctx context.Context) error {
 
 // Step publishes a step event (contract §3). Publishing failures are logged, never fatal.
 func (x *Exec) Step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
-	r := x.r
+	x.r.step(ctx, step, status, upid, detail)
+}
+
+// step publishes the command's next step event. seq continues across a delivery's steps; a
+// redelivery starts at 1000×(delivery−1)+1, so its events never collide with (and are never
+// dropped as duplicates of) an earlier delivery's.
+func (r *run) step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
 	r.mu.Lock()
 	r.seq++
 	seq := r.seq

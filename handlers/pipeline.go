@@ -141,6 +141,7 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, at Attempt) D
 		cmd:    cmd,
 		at:     at,
 		origin: events.OriginOf(cmd),
+		seq:    int(max(at.Delivered, 1)-1) * 1000,
 		log:    p.cfg.Logger.With("command_id", cmd.ID, "command_source", cmd.Source, "verb", cmd.Verb, "delivered", at.Delivered),
 	}
 	verb, ok := p.cfg.Registry.Lookup(cmd.Verb)

@@ -54,7 +54,7 @@ func (r *run) result(out Outcome, journal journalState) events.Result {
 // cannot be published the message is redelivered instead (it is acked only after its result).
 func (r *run) answer(ctx context.Context, out Outcome, journal journalState) Decision {
 	if err := r.publish(ctx, r.result(out, journal)); err != nil {
-		return r.retry(0, "publish", err.Error())
+		return r.retry(ctx, 0, "publish", err.Error())
 	}
 	return Decision{Action: Done}
 }
@@ -79,7 +79,7 @@ func (r *run) replay(ctx context.Context, raw []byte) Decision {
 	var rec record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		r.log.Error("stored result unreadable", "err", err)
-		return r.retry(0, "replay", err.Error())
+		return r.retry(ctx, 0, "replay", err.Error())
 	}
 	if !rec.Result.JournalFinalized && rec.Result.JournalEntryURL != "" {
 		rec = r.repairByReplay(context.WithoutCancel(ctx), rec)
@@ -90,7 +90,7 @@ func (r *run) replay(ctx context.Context, raw []byte) Decision {
 	res.Replayed = true
 	r.log.Info("replaying stored result", "status", res.Status, "result", res.Result)
 	if err := r.publish(ctx, res); err != nil {
-		return r.retry(0, "publish", err.Error())
+		return r.retry(ctx, 0, "publish", err.Error())
 	}
 	return Decision{Action: Done}
 }

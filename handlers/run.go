@@ -47,7 +47,7 @@ func (r *run) handle(ctx context.Context) Decision {
 	r.started = r.p.cfg.Now()
 	if out, transient := r.gate(ctx); out != nil {
 		if transient && !r.at.Last() {
-			return r.retry(0, "gate", out.Reason)
+			return r.retry(ctx, 0, "gate", out.Reason)
 		}
 		return r.answer(ctx, *out, noJournal)
 	}
@@ -64,7 +64,7 @@ func (r *run) handle(ctx context.Context) Decision {
 		if err != nil {
 			out, transient := verbFailure(err)
 			if transient && !r.at.Last() {
-				return r.retry(0, "locate", err.Error())
+				return r.retry(ctx, 0, "locate", err.Error())
 			}
 			return r.answer(ctx, out, noJournal)
 		}
@@ -109,7 +109,7 @@ func (r *run) read(ctx context.Context) Decision {
 	if err != nil {
 		mapped, transient := verbFailure(err)
 		if transient && !r.at.Last() {
-			return r.retry(0, "dispatch", err.Error())
+			return r.retry(ctx, 0, "dispatch", err.Error())
 		}
 		out = mapped
 	}
@@ -121,14 +121,14 @@ func (r *run) read(ctx context.Context) Decision {
 func (r *run) refuseInvalid(ctx context.Context, out Outcome) Decision {
 	claim, err := r.claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
 	if err != nil {
-		return r.retry(0, "store", err.Error())
+		return r.retry(ctx, 0, "store", err.Error())
 	}
 	switch claim.State {
 	case store.Done:
 		return r.replay(ctx, claim.Result)
 	case store.Claimed, store.Resumed:
 	default:
-		return r.retry(r.p.cfg.BusyDelay, "busy", claim.State.String())
+		return r.retry(ctx, r.p.cfg.BusyDelay, "busy", claim.State.String())
 	}
 	ctx = context.WithoutCancel(ctx)
 	journal := journalState{}
@@ -142,7 +142,7 @@ func (r *run) refuseInvalid(ctx context.Context, out Outcome) Decision {
 			r.log.Warn("journal: invalid body entry not written", "err", err)
 			if netbox.IsTransient(err) && !r.at.Last() {
 				r.release(ctx, claim.Lease)
-				return r.retry(0, "journal", "write failed")
+				return r.retry(ctx, 0, "journal", "write failed")
 			}
 		} else {
 			journal = journalState{url: ref.URL, finalized: true}
@@ -179,7 +179,7 @@ func (r *run) write(ctx context.Context) Decision {
 		return Decision{Action: Retry, Delay: r.p.cfg.BusyDelay}
 	case store.Claimed, store.Resumed:
 	default:
-		return r.retry(0, "store", "unexpected claim state "+claim.State.String())
+		return r.retry(ctx, 0, "store", "unexpected claim state "+claim.State.String())
 	}
 	if ctx.Err() != nil { // draining, and nothing has started: let another replica take it
 		r.release(context.WithoutCancel(ctx), claim.Lease)
@@ -227,7 +227,7 @@ func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 			r.log.Warn("journal: write-ahead entry not written; nothing dispatched", "err", err)
 			if netbox.IsTransient(err) && !r.at.Last() {
 				r.release(ctx, lease)
-				return r.retry(0, "journal", "write-ahead failed")
+				return r.retry(ctx, 0, "journal", "write-ahead failed")
 			}
 			out := Outcome{Status: 503, Result: ResultFailed, Reason: ReasonJournalUnavailable, Detail: "the write-ahead journal entry could not be written; nothing was dispatched"}
 			return r.complete(ctx, lease, out, journalState{})
@@ -237,7 +237,7 @@ func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 			r.log.Warn("store: checkpoint failed; nothing dispatched", "err", err)
 			r.abandonEntry(ctx, progress)
 			r.release(ctx, lease)
-			return r.retry(0, "store", err.Error())
+			return r.retry(ctx, 0, "store", err.Error())
 		}
 	}
 	x := r.exec(&lease, progress)
@@ -249,11 +249,10 @@ func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 		mapped, transient := verbFailure(err)
 		if transient && !x.Dispatched() && !r.at.Last() {
 			r.log.Warn("dispatch: transient failure before any write; will retry", "err", r.scrub(err.Error()))
-			x.Step(ctx, "dispatch", events.StepRetrying, "", "transient failure before any write")
 			if err := r.p.cfg.Store.Suspend(ctx, lease, x.progress); err != nil {
 				r.log.Warn("store: suspend failed", "err", err)
 			}
-			return r.retry(0, "dispatch", "transient")
+			return r.retry(ctx, 0, "dispatch", "transient")
 		}
 		out = mapped
 	}
@@ -271,7 +270,7 @@ func (r *run) refuseReused(ctx context.Context) Decision {
 		}
 	}
 	if err := r.publish(ctx, res); err != nil {
-		return r.retry(0, "publish", err.Error())
+		return r.retry(ctx, 0, "publish", err.Error())
 	}
 	return Decision{Action: Done}
 }
@@ -283,16 +282,16 @@ func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, jour
 	raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason})
 	if err != nil {
 		r.log.Error("result not encodable", "err", err)
-		return r.retry(0, "encode", err.Error())
+		return r.retry(ctx, 0, "encode", err.Error())
 	}
 	if err := r.p.cfg.Store.Complete(ctx, lease, raw); err != nil {
 		r.log.Warn("store: outcome not recorded; redelivery will resume", "err", err)
-		return r.retry(0, "store", err.Error())
+		return r.retry(ctx, 0, "store", err.Error())
 	}
 	r.log.Info("command finished", "status", res.Status, "result", res.Result, "reason", res.Reason,
 		"journal_finalized", res.JournalFinalized, "duration", r.p.cfg.Now().Sub(r.started))
 	if err := r.publish(ctx, res); err != nil {
-		return r.retry(0, "publish", err.Error())
+		return r.retry(ctx, 0, "publish", err.Error())
 	}
 	return Decision{Action: Done}
 }
@@ -300,13 +299,16 @@ func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, jour
 // retryOrFail redelivers while deliveries remain, else publishes out as the final answer.
 func (r *run) retryOrFail(ctx context.Context, out Outcome, stage string) Decision {
 	if !r.at.Last() {
-		return r.retry(0, stage, out.Reason)
+		return r.retry(ctx, 0, stage, out.Reason)
 	}
 	return r.answer(ctx, out, noJournal)
 }
 
-func (r *run) retry(delay time.Duration, stage, why string) Decision {
+// retry redelivers the command and says so with a `retrying` step event (contract §3), so a
+// subscriber sees a transient failure instead of silence.
+func (r *run) retry(ctx context.Context, delay time.Duration, stage, why string) Decision {
 	r.log.Info("retrying by redelivery", "stage", stage, "why", r.scrub(why))
+	r.step(ctx, stage, events.StepRetrying, "", "transient failure; the command will be redelivered")
 	return Decision{Action: Retry, Delay: delay}
 }
 

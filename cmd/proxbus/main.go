@@ -32,6 +32,7 @@ Usage:
   proxbus send <verb> [--endpoint N] [--data JSON|@file] [--idempotency-key K] [--id ID] [--no-wait]
   proxbus events [--id ID] [--all]      tail events
   proxbus dlq list|show SEQ|replay SEQ  inspect and re-inject dead letters
+  proxbus journal pending               list journal updates waiting for NetBox
   proxbus streams apply                 create or update the streams and the consumer
   proxbus sim pve|netbox [--addr A] [--scenario demo]
   proxbus version
@@ -68,6 +69,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdEvents(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		err = cmdDLQ(ctx, args[1:], stdout, stderr)
+	case "journal":
+		err = cmdJournal(ctx, args[1:], stdout, stderr)
 	case "streams":
 		err = cmdStreams(ctx, args[1:], stdout, stderr)
 	case "sim":

@@ -21,6 +21,7 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/testenv"
+	"github.com/proxbus/proxbus/store"
 )
 
 const fp = "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"
@@ -381,5 +382,22 @@ func TestEvents(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("events returned %v", err)
+	}
+}
+
+// TestJournalPending pins `proxbus journal pending`: the repairs kept in Redis, listed.
+func TestJournalPending(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	st := store.New(r.Client, store.Options{Prefix: r.Prefix})
+	if err := st.SaveRepair(context.Background(), store.Repair{
+		Command: store.CommandKey{Source: "/test", ID: "pending-1"}, Verb: "vm.start", JournalID: 7,
+		JournalURL: "http://netbox/api/extras/journal-entries/7/", Kind: "info", Comments: "- result: ok\n",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix)
+	if code != 0 || !strings.Contains(out, "pending-1") || !strings.Contains(out, "journal-entries/7/") || !strings.Contains(out, "1 pending") {
+		t.Fatalf("code %d\n%s\n%s", code, out, errOut)
 	}
 }

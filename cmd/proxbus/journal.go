@@ -1,0 +1,47 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proxbus/proxbus/store"
+)
+
+// cmdJournal lists the terminal journal updates still waiting to be applied (contract §6).
+func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "pending" {
+		return fmt.Errorf("%w: proxbus journal pending", errUsage)
+	}
+	fs := newFlagSet("journal pending", stderr)
+	redisURL := fs.str("redis-url", "redis://127.0.0.1:6379/0", "Redis URL")
+	prefix := fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	opts, err := redis.ParseURL(*redisURL)
+	if err != nil {
+		return fmt.Errorf("%w: --redis-url: %v", errUsage, err)
+	}
+	rdb := redis.NewClient(opts)
+	defer rdb.Close()
+	repairs, err := store.New(rdb, store.Options{Prefix: *prefix}).PendingRepairs(ctx)
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMMAND\tVERB\tJOURNAL ENTRY\tATTEMPTS\tNEXT\tLAST ERROR")
+	for _, r := range repairs {
+		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%d\t%s\t%s\n", r.Command.Source, r.Command.ID, r.Verb, r.JournalURL, r.Attempts,
+			r.NextAt.UTC().Format(time.RFC3339), r.LastError)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%d pending\n", len(repairs))
+	return nil
+}
