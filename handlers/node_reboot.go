@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/store"
 )
 
 // NodeRebootInput is the data of node.reboot.
@@ -20,8 +21,9 @@ func NodeReboot() Verb {
 		Decode: func(f *Fields) NodeRebootInput {
 			return NodeRebootInput{Node: f.String("node", true, nodeNamePattern.MatchString)}
 		},
-		Resource: func(in NodeRebootInput) string { return in.Node },
-		Describe: func(in NodeRebootInput) []Bullet { return []Bullet{{"node", in.Node}} },
+		Resource:  func(in NodeRebootInput) string { return in.Node },
+		Exclusive: func(in NodeRebootInput) (string, string) { return store.KindNode, in.Node },
+		Describe:  func(in NodeRebootInput) []Bullet { return []Bullet{{"node", in.Node}} },
 		Dispatch: func(ctx context.Context, x *Exec, in NodeRebootInput) (Outcome, error) {
 			if err := x.MarkDispatched(ctx); err != nil {
 				return Outcome{}, err

@@ -32,6 +32,7 @@ type run struct {
 	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
 	seq     int
 	started time.Time
+	ownerID string
 }
 
 // journalState says what the result reports about the journal.
@@ -185,9 +186,14 @@ func (r *run) write(ctx context.Context) Decision {
 		r.release(context.WithoutCancel(ctx), claim.Lease)
 		return Decision{Action: Retry}
 	}
+	guards, d := r.acquireGuards(ctx, claim)
+	if d != nil {
+		return *d
+	}
 	// From the write-ahead entry on, the command is completed even while the process drains.
 	ctx = context.WithoutCancel(ctx)
-	stop := r.keepLease(ctx, claim.Lease)
+	defer guards.release(ctx)
+	stop := r.keepLease(ctx, claim.Lease, guards)
 	defer stop()
 	return r.execute(ctx, claim)
 }
@@ -320,7 +326,7 @@ func (r *run) release(ctx context.Context, lease store.Lease) {
 
 // keepLease renews the command's lease until the returned stop is called (which waits for the
 // renewer to end).
-func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
+func (r *run) keepLease(ctx context.Context, lease store.Lease, g guards) (stop func()) {
 	every := r.p.cfg.Store.Options().LeaseTTL / 3
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -337,6 +343,7 @@ func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
 				if err := r.p.cfg.Store.Renew(ctx, lease); err != nil {
 					r.log.Warn("store: lease renewal failed", "err", err)
 				}
+				g.renew(ctx, r)
 			}
 		}
 	}()
@@ -345,8 +352,12 @@ func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
 
 func (r *run) key() store.CommandKey { return store.CommandKey{Source: r.cmd.Source, ID: r.cmd.ID} }
 
+// owner names this attempt (unique per delivery) in every lease it takes.
 func (r *run) owner() string {
-	return fmt.Sprintf("%s/%d/%d", r.p.cfg.Instance, r.at.Delivered, r.p.cfg.Now().UnixNano())
+	if r.ownerID == "" {
+		r.ownerID = fmt.Sprintf("%s/%d/%d", r.p.cfg.Instance, r.at.Delivered, r.p.cfg.Now().UnixNano())
+	}
+	return r.ownerID
 }
 
 // scrub removes this command's secrets and secret-named assignments from text.

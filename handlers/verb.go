@@ -10,6 +10,7 @@ import (
 
 	"github.com/proxbus/proxbus/proxmox"
 	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/store"
 )
 
 // Access says whether a verb changes Proxmox. Reads skip the allow_writes check, idempotency
@@ -42,6 +43,9 @@ type Spec[In any] struct {
 	Locate func(ctx context.Context, c *proxmox.Client, in In) (In, error)
 	// Resource is the resource id that scopes the Idempotency-Key (storage id, vmid, node).
 	Resource func(In) string
+	// Exclusive (optional) names the guest or node the command must hold alone while it runs
+	// (store.KindGuest or store.KindNode, and its id): commands on one guest never overlap.
+	Exclusive func(In) (kind, id string)
 	// JournalVMID (optional) is the vmid whose NetBox VM carries the journal entry (contract §6);
 	// without it, or when NetBox has no such VM, the entry goes on the endpoint.
 	JournalVMID func(In) int64
@@ -71,6 +75,7 @@ type prepared struct {
 	secrets     []string
 	bullets     []Bullet
 	journalVMID int64
+	exclusiveOn func(endpointID int64) (store.ResourceKey, bool)
 	// locate resolves the command against Proxmox; nil once resolved or when nothing needs it.
 	locate   func(ctx context.Context, c *proxmox.Client) (prepared, error)
 	dispatch func(ctx context.Context, x *Exec) (Outcome, error)
@@ -107,6 +112,14 @@ func (s Spec[In]) prepare(data json.RawMessage) (prepared, *Outcome) {
 	return p, nil
 }
 
+// exclusive is the resource the command must hold alone, if any.
+func (p prepared) exclusive(endpointID int64) (store.ResourceKey, bool) {
+	if p.exclusiveOn == nil {
+		return store.ResourceKey{}, false
+	}
+	return p.exclusiveOn(endpointID)
+}
+
 // bind derives everything the pipeline needs from a (validated, possibly located) input.
 func (s Spec[In]) bind(in In) (prepared, error) {
 	fp, err := fingerprint(in)
@@ -126,6 +139,12 @@ func (s Spec[In]) bind(in In) (prepared, error) {
 	}
 	if s.JournalVMID != nil {
 		p.journalVMID = s.JournalVMID(in)
+	}
+	if s.Exclusive != nil {
+		kind, id := s.Exclusive(in)
+		p.exclusiveOn = func(endpointID int64) (store.ResourceKey, bool) {
+			return store.ResourceKey{EndpointID: endpointID, Kind: kind, ID: id}, id != ""
+		}
 	}
 	return p, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/store"
 )
 
 // PowerInput is the data of the guest power verbs: the guest and, for stop and reboot, force.
@@ -34,6 +35,7 @@ func powerVerb(name, step string, withForce bool, noOp string, op func(ctx conte
 		},
 		Resource:    func(in PowerInput) string { return in.VM },
 		JournalVMID: func(in PowerInput) int64 { return in.guest.VMID },
+		Exclusive:   func(in PowerInput) (string, string) { return store.KindGuest, in.VM },
 		Describe: func(in PowerInput) []Bullet {
 			b := guestBullets(in.guest)
 			if withForce {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/store"
 )
 
 // Steps of vm.provision, in order (contract §9).
@@ -35,6 +36,7 @@ func VMProvision() Verb {
 		Locate:      locateProvision,
 		Resource:    func(in ProvisionInput) string { return strconv.FormatInt(in.NewVMID, 10) },
 		JournalVMID: func(in ProvisionInput) int64 { return in.NewVMID },
+		Exclusive:   func(in ProvisionInput) (string, string) { return store.KindGuest, strconv.FormatInt(in.NewVMID, 10) },
 		Secrets: func(in ProvisionInput) []string {
 			if in.CloudInit == nil {
 				return nil

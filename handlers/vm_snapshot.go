@@ -8,6 +8,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/store"
 )
 
 // SnapshotInput is the data of the snapshot verbs.
@@ -45,6 +46,7 @@ func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, succe
 		Locate:      locateSnapshot,
 		Resource:    func(in SnapshotInput) string { return in.VM },
 		JournalVMID: func(in SnapshotInput) int64 { return in.guest.VMID },
+		Exclusive:   func(in SnapshotInput) (string, string) { return store.KindGuest, in.VM },
 		Describe: func(in SnapshotInput) []Bullet {
 			return append(guestBullets(in.guest), Bullet{"snapshot", in.Snapshot})
 		},

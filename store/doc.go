@@ -1,6 +1,7 @@
 // Package store keeps proxbus's shared state in Redis: command identity records, the
 // Idempotency-Key window with request fingerprints, single-flight claims across replicas with
-// leases and fencing tokens, and the pending journal repairs (contract §5 and §6).
+// leases and fencing tokens, the pending journal repairs (contract §5 and §6), per-resource
+// leases (one command per guest or node at a time) and per-endpoint slots (max_parallel).
 //
 // Every state change is one Lua script (EVALSHA, falling back to EVAL), so replicas never race
 // between a read and a write. "Now" is passed to the scripts in milliseconds from
@@ -25,6 +26,12 @@
 //	    data (JSON of the repair), attempts, last_error
 //	<prefix>:repairs                                                zset  repair members (the command hash)
 //	                                                                      scored by next attempt (ms since epoch)
+//	<prefix>:lock:<endpoint id>:<kind>:<id>                         hash  per-resource lease; kind guest (id = vmid)
+//	                                                                      or node (id = node name)
+//	    owner, token (fencing, from <prefix>:fence), lease (deadline, ms since epoch)
+//	    (TTL 2×LeaseTTL, renewed with the lease; the deadline decides)
+//	<prefix>:slots:<endpoint id>                                    zset  max_parallel slot holders scored by deadline
+//	                                                                      (ms since epoch; TTL 2×LeaseTTL)
 //
 // The scripts span several keys (and a few derive a key name from a stored record), so the
 // store needs a single Redis primary (standalone or Sentinel); Redis Cluster is not supported.

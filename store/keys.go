@@ -41,3 +41,13 @@ func (s *Store) fenceKey() string              { return s.opts.Prefix + ":fence"
 func (s *Store) repairPrefix() string          { return s.opts.Prefix + ":repair:" }
 func (s *Store) repairKey(c CommandKey) string { return s.repairPrefix() + c.Hash() }
 func (s *Store) repairsKey() string            { return s.opts.Prefix + ":repairs" }
+
+// lockKey is the lease key of one resource: <prefix>:lock:<endpoint>:<kind>:<id>.
+func (s *Store) lockKey(k ResourceKey) string {
+	return s.opts.Prefix + ":lock:" + strconv.FormatInt(k.EndpointID, 10) + ":" + k.Kind + ":" + k.ID
+}
+
+// slotsKey is the slot set of one endpoint: <prefix>:slots:<endpoint>.
+func (s *Store) slotsKey(endpointID int64) string {
+	return s.opts.Prefix + ":slots:" + strconv.FormatInt(endpointID, 10)
+}

@@ -35,6 +35,12 @@ func TestKeyNames(t *testing.T) {
 	if l.Token <= 0 {
 		t.Fatalf("token %d", l.Token)
 	}
+	if _, ok, err := e.s.AcquireResource(ctx, store.GuestResource(3, 105), "o3"); err != nil || !ok {
+		t.Fatalf("acquire resource: %v %v", ok, err)
+	}
+	if _, ok, err := e.s.AcquireSlot(ctx, 3, 2, "o3"); err != nil || !ok {
+		t.Fatalf("acquire slot: %v %v", ok, err)
+	}
 
 	// a literal, so that a change of the hashing shows up here
 	if got := (store.CommandKey{Source: "urn:proxbus:cli", ID: "abc"}).Hash(); got != "5e8b784c7b7ffbce71f72f65f1eb4d42eb14ebf29bef94aef4acbe4e2a29a448" {
@@ -53,6 +59,8 @@ func TestKeyNames(t *testing.T) {
 		{p + ":fence", "string", 0, 0},
 		{p + ":repair:" + sha(cmdA.Source+"\n"+cmdA.ID), "hash", 0, 0},
 		{p + ":repairs", "zset", 0, 0},
+		{p + ":lock:3:guest:105", "hash", 2 * store.DefaultLeaseTTL, 2*store.DefaultLeaseTTL - time.Minute},
+		{p + ":slots:3", "zset", 2 * store.DefaultLeaseTTL, 2*store.DefaultLeaseTTL - time.Minute},
 	}
 	for _, tt := range tests {
 		typ, err := e.redis.Client.Type(ctx, tt.key).Result()
@@ -70,6 +78,11 @@ func TestKeyNames(t *testing.T) {
 		if tt.ttlMax != 0 && (ttl > tt.ttlMax || ttl < tt.ttlMin) {
 			t.Errorf("%s: TTL %v, want in [%v, %v]", tt.key, ttl, tt.ttlMin, tt.ttlMax)
 		}
+	}
+	lock, err := e.redis.Client.HGetAll(ctx, p+":lock:3:guest:105").Result()
+	if err != nil || lock["owner"] != "o3" || lock["token"] == "" ||
+		lock["lease"] != fmt.Sprint(e.clk.Now().Add(store.DefaultLeaseTTL).UnixMilli()) || len(lock) != 3 {
+		t.Errorf("lock fields %v (%v)", lock, err)
 	}
 	n, err := e.redis.Client.Keys(ctx, p+":*").Result()
 	if err != nil || len(n) != len(tests) {

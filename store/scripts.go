@@ -8,6 +8,7 @@ import "github.com/redis/go-redis/v9"
 type scripts struct {
 	claim, checkpoint, suspend, renew, complete, completeReplay, release, updateResult *redis.Script
 	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule       *redis.Script
+	lockScripts
 }
 
 func newScripts() scripts {
@@ -26,6 +27,7 @@ func newScripts() scripts {
 		pendingRepairs: redis.NewScript(pendingRepairsLua),
 		claimRepair:    redis.NewScript(claimRepairLua),
 		reschedule:     redis.NewScript(rescheduleLua),
+		lockScripts:    newLockScripts(),
 	}
 }
 
@@ -274,5 +276,98 @@ end
 redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'last_error', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+return 1
+`
+
+// ---- Per-resource leases and per-endpoint slots (guestlock.go, slots.go) ----
+
+// lockScripts holds the scripts of resource leases and endpoint slots.
+type lockScripts struct {
+	acquireResource, renewResource, releaseResource *redis.Script
+	acquireSlot, renewSlot                          *redis.Script
+}
+
+func newLockScripts() lockScripts {
+	return lockScripts{
+		acquireResource: redis.NewScript(acquireResourceLua),
+		renewResource:   redis.NewScript(renewResourceLua),
+		releaseResource: redis.NewScript(releaseResourceLua),
+		acquireSlot:     redis.NewScript(acquireSlotLua),
+		renewSlot:       redis.NewScript(renewSlotLua),
+	}
+}
+
+// acquireResourceLua: KEYS[1] lock, KEYS[2] fence. ARGV: now_ms, lease_ms, owner, key_ttl_ms.
+// Returns {1, owner, token} when the caller holds the lease now (new, taken over from an
+// expired holder with a new token, or already its own: deadline extended, token kept), or
+// {0, owner, token} of the live holder.
+const acquireResourceLua = `
+local now = tonumber(ARGV[1])
+local deadline = string.format('%d', now + tonumber(ARGV[2]))
+local c = redis.call('HMGET', KEYS[1], 'owner', 'token', 'lease')
+if c[1] and (tonumber(c[3]) or 0) > now then
+  if c[1] ~= ARGV[3] then
+    return {0, c[1], c[2] or '0'}
+  end
+  redis.call('HSET', KEYS[1], 'lease', deadline)
+  redis.call('PEXPIRE', KEYS[1], ARGV[4])
+  return {1, c[1], c[2] or '0'}
+end
+local token = string.format('%d', redis.call('INCR', KEYS[2]))
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'token', token, 'lease', deadline)
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {1, ARGV[3], token}
+`
+
+// renewResourceLua: KEYS[1] lock. ARGV: owner, token, now_ms, lease_ms, key_ttl_ms.
+// Returns 1, or 0 when the lock is gone or held by another owner or token.
+const renewResourceLua = `
+local c = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if c[1] ~= ARGV[1] or c[2] ~= ARGV[2] then
+  return 0
+end
+redis.call('HSET', KEYS[1], 'lease', string.format('%d', tonumber(ARGV[3]) + tonumber(ARGV[4])))
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+`
+
+// releaseResourceLua: KEYS[1] lock. ARGV: owner, token.
+// Returns 1 (deleted, or already gone), or 0 when another owner or token holds the lock
+// (left alone).
+const releaseResourceLua = `
+local c = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if not c[1] then
+  return 1
+end
+if c[1] ~= ARGV[1] or c[2] ~= ARGV[2] then
+  return 0
+end
+redis.call('DEL', KEYS[1])
+return 1
+`
+
+// acquireSlotLua: KEYS[1] slots zset. ARGV: now_ms, lease_ms, max, holder, key_ttl_ms.
+// Drops holders whose deadline is <= now, then adds (or, for a present holder, extends) holder
+// when it is present or fewer than max are left. Returns 1, or 0 when all slots are taken.
+const acquireSlotLua = `
+local now = tonumber(ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZSCORE', KEYS[1], ARGV[4]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[4])
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+  return 1
+end
+return 0
+`
+
+// renewSlotLua: KEYS[1] slots zset. ARGV: holder, now_ms, lease_ms, key_ttl_ms.
+// Returns 1, or 0 when holder is no longer in the set (released or dropped after expiry).
+const renewSlotLua = `
+if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call('ZADD', KEYS[1], 'XX', string.format('%d', tonumber(ARGV[2]) + tonumber(ARGV[3])), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `
