@@ -163,7 +163,7 @@ func (r *run) write(ctx context.Context) Decision {
 	claim, err := r.claim(ctx, req)
 	if err != nil {
 		r.log.Warn("store: claim failed", "err", err)
-		return r.retryOrFail(ctx, Outcome{Status: 503, Result: ResultFailed, Reason: ReasonStoreUnavailable}, "store")
+		return r.retry(ctx, 0, "store", err.Error())
 	}
 	switch claim.State {
 	case store.Done:
@@ -201,19 +201,30 @@ func (r *run) write(ctx context.Context) Decision {
 // claim takes the command's claim (contract §5). A twin in flight is waited for by
 // redelivery, except on the last delivery: there the wait happens here, heartbeated by the
 // consumer, for at most two lease lifetimes (a dead twin's lease expires within one), so a
-// duplicate is not dead-lettered merely for arriving while its twin ran.
+// duplicate is not dead-lettered merely for arriving while its twin ran. Likewise an
+// unreachable store is waited for by redelivery and, on the last delivery, here, for as long
+// as it takes: nothing is answered or acked while the store is down.
 func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	deadline := r.p.cfg.Now().Add(2 * r.p.cfg.Store.Options().LeaseTTL)
+	storeWait := 100 * time.Millisecond
 	for {
 		claim, err := r.p.cfg.Store.Claim(ctx, req)
-		waiting := err == nil && (claim.State == store.Busy || claim.State == store.IdemInFlight)
-		if !waiting || !r.at.Last() || r.p.cfg.Now().After(deadline) {
+		wait := r.p.cfg.BusyDelay
+		switch {
+		case err != nil && r.at.Last():
+			r.log.Warn("store unreachable on the last delivery; waiting for it", "err", err)
+			wait, storeWait = storeWait, min(2*storeWait, 5*time.Second)
+		case err != nil:
 			return claim, err
+		case claim.State != store.Busy && claim.State != store.IdemInFlight:
+			return claim, nil
+		case !r.at.Last() || r.p.cfg.Now().After(deadline):
+			return claim, nil
 		}
 		select {
 		case <-ctx.Done():
-			return claim, nil
-		case <-time.After(r.p.cfg.BusyDelay):
+			return claim, err
+		case <-time.After(wait):
 		}
 	}
 }
@@ -300,14 +311,6 @@ func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, jour
 		return r.retry(ctx, 0, "publish", err.Error())
 	}
 	return Decision{Action: Done}
-}
-
-// retryOrFail redelivers while deliveries remain, else publishes out as the final answer.
-func (r *run) retryOrFail(ctx context.Context, out Outcome, stage string) Decision {
-	if !r.at.Last() {
-		return r.retry(ctx, 0, stage, out.Reason)
-	}
-	return r.answer(ctx, out, noJournal)
 }
 
 // retry redelivers the command and says so with a `retrying` step event (contract §3), so a
