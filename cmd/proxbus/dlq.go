@@ -21,12 +21,13 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sub := args[0]
 	fs := newFlagSet("dlq "+sub, stderr)
 	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	limit := fs.Int("limit", 100, "list at most this many")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	nc, js, err := app.Connect(*natsURL)
+	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", stderr)
 	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	id := fs.String("id", "", "follow one command (its CloudEvents id)")
 	source := fs.String("source", "urn:proxbus:cli", "the command's source (needed only for ids that are not plain tokens)")
@@ -21,7 +22,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	nc, js, err := app.Connect(*natsURL)
+	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		return err
 	}

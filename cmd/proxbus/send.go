@@ -20,6 +20,7 @@ import (
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", stderr)
 	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
 	data := fs.String("data", "{}", "command data: JSON, or @file")
@@ -63,7 +64,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: time.Now().UTC(),
 		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, Data: body}
-	nc, js, err := app.Connect(*natsURL)
+	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1

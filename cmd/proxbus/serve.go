@@ -17,6 +17,7 @@ type serveFlags struct {
 	concurrency, maxDeliver                                                    *int
 	ackWait, dedupeTTL, idemWindow, leaseTTL                                   *time.Duration
 	noProvision                                                                *bool
+	security                                                                   *securityFlags
 }
 
 func addServeFlags(fs *flagSet) *serveFlags {
@@ -38,6 +39,7 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		idemWindow:     fs.duration("idempotency-window", 60*time.Second, "Idempotency-Key window"),
 		leaseTTL:       fs.duration("lease-ttl", 30*time.Second, "a running command's lease; a dead replica's work is resumed after it"),
 		noProvision:    fs.boolean("no-provision", false, "do not create or update streams and the consumer"),
+		security:       addSecurityFlags(fs),
 	}
 }
 
@@ -51,6 +53,7 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 		EndpointsFile: *f.endpointsFile, SubjectPrefix: *f.prefix, Instance: *f.instance, RedisKeyPrefix: *f.redisKeyPrefix,
 		Concurrency: *f.concurrency, MaxDeliver: *f.maxDeliver, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
 		IdempotencyWindow: *f.idemWindow, LeaseTTL: *f.leaseTTL, NoProvision: *f.noProvision, LogHandler: h,
+		Security: f.security.security(),
 	}, nil
 }
 

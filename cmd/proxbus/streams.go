@@ -17,13 +17,14 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fs := newFlagSet("streams apply", stderr)
 	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	concurrency := fs.integer("concurrency", 8, "MaxAckPending of the consumer")
 	maxDeliver := fs.integer("max-deliver", 5, "MaxDeliver of the consumer")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
-	nc, js, err := app.Connect(*natsURL)
+	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		return err
 	}

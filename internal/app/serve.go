@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
@@ -61,6 +60,8 @@ type Config struct {
 	LogHandler slog.Handler
 	// OnReady is called once the consumer is fetching.
 	OnReady func()
+	// Security holds the NATS, Redis and NetBox credentials/TLS settings (docs/security.md).
+	Security Security
 }
 
 // ErrConfig reports an unusable configuration.
@@ -117,29 +118,31 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	secrets := append(clients.Secrets(), cfg.NetBoxToken)
+	secrets = append(secrets, URLPasswords(cfg.NATSURL)...)
+	secrets = append(secrets, URLPasswords(cfg.RedisURL)...)
 	log := slog.New(redact.NewHandler(cfg.LogHandler, secrets...)).With("instance", cfg.Instance)
 
-	nb, err := netbox.New(netbox.Config{URL: cfg.NetBoxURL, Token: cfg.NetBoxToken, Timeout: cfg.NetBoxTimeout})
+	hc, err := NetBoxHTTPClient(cfg.Security, cfg.NetBoxTimeout)
+	if err != nil {
+		return err
+	}
+	nb, err := netbox.New(netbox.Config{URL: cfg.NetBoxURL, Token: cfg.NetBoxToken, Timeout: cfg.NetBoxTimeout, HTTPClient: hc})
 	if err != nil {
 		return fmt.Errorf("%w: netbox: %w", ErrConfig, err)
 	}
-	ropts, err := redis.ParseURL(cfg.RedisURL)
+	rdb, err := RedisClient(cfg.RedisURL, cfg.Security)
 	if err != nil {
-		return fmt.Errorf("%w: redis url: %w", ErrConfig, err)
+		return err
 	}
-	rdb := redis.NewClient(ropts)
 	defer rdb.Close()
 	st := store.New(rdb, store.Options{Prefix: cfg.RedisKeyPrefix, DedupeTTL: cfg.DedupeTTL, Window: cfg.IdempotencyWindow, LeaseTTL: cfg.LeaseTTL})
 
-	nc, err := nats.Connect(cfg.NATSURL, nats.Name("proxbus "+cfg.Instance), nats.MaxReconnects(-1),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) { log.Warn("nats disconnected", "err", err) }),
-		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }))
+	nc, err := ConnectNATS(cfg.NATSURL, cfg.Security, "proxbus "+cfg.Instance, log)
 	if err != nil {
-		return fmt.Errorf("nats: %w", err)
+		return err
 	}
 	defer func() { // no callback may log after Serve has returned
-		nc.SetDisconnectErrHandler(nil)
-		nc.SetReconnectHandler(nil)
+		ClearNATSHandlers(nc)
 		nc.Close()
 	}()
 	js, err := jetstream.New(nc)

@@ -1,0 +1,56 @@
+package main
+
+import "github.com/proxbus/proxbus/internal/app"
+
+// securityFlags are the transport-security flags (docs/security.md). A group that was not
+// added is left nil and contributes nothing to [securityFlags.security].
+type securityFlags struct {
+	natsCreds, natsNKey, natsTLSCA, natsTLSCert, natsTLSKey *string
+	natsTLSFirst                                            *bool
+	redisTLSCA                                              *string
+	redisTLSInsecure                                        *bool
+	netboxTLSCA                                             *string
+	netboxTLSInsecure                                       *bool
+}
+
+// addSecurityFlags adds the NATS, Redis and NetBox security flags (for `serve`).
+func addSecurityFlags(fs *flagSet) *securityFlags {
+	f := addNATSSecurityFlags(fs)
+	f.redisTLSCA = fs.str("redis-tls-ca", "", "PEM file of the CAs trusted for Redis (needs a rediss:// URL)")
+	f.redisTLSInsecure = fs.boolean("redis-tls-insecure", false, "do not verify the Redis server's certificate (rediss:// only; unsafe)")
+	f.netboxTLSCA = fs.str("netbox-tls-ca", "", "PEM file of the CAs trusted for NetBox (only these)")
+	f.netboxTLSInsecure = fs.boolean("netbox-tls-insecure", false, "do not verify NetBox's certificate (unsafe)")
+	return f
+}
+
+// addNATSSecurityFlags adds only the NATS security flags (for the client commands: send,
+// events, dlq, streams).
+func addNATSSecurityFlags(fs *flagSet) *securityFlags {
+	return &securityFlags{
+		natsCreds:    fs.str("nats-creds", "", "NATS credentials file (user JWT and NKey seed)"),
+		natsNKey:     fs.str("nats-nkey", "", "file holding a NATS user NKey seed (SU…)"),
+		natsTLSCA:    fs.str("nats-tls-ca", "", "PEM file of the CAs trusted for NATS (requires TLS)"),
+		natsTLSCert:  fs.str("nats-tls-cert", "", "PEM client certificate for NATS mutual TLS"),
+		natsTLSKey:   fs.str("nats-tls-key", "", "PEM key of --nats-tls-cert"),
+		natsTLSFirst: fs.boolean("nats-tls-first", false, "TLS handshake before the NATS INFO (server handshake_first)"),
+	}
+}
+
+// security returns the settings the flags hold.
+func (f *securityFlags) security() app.Security {
+	return app.Security{
+		NATSCreds: valueOrZero(f.natsCreds), NATSNKey: valueOrZero(f.natsNKey), NATSTLSCA: valueOrZero(f.natsTLSCA),
+		NATSTLSCert: valueOrZero(f.natsTLSCert), NATSTLSKey: valueOrZero(f.natsTLSKey), NATSTLSFirst: valueOrZero(f.natsTLSFirst),
+		RedisTLSCA: valueOrZero(f.redisTLSCA), RedisTLSInsecure: valueOrZero(f.redisTLSInsecure),
+		NetBoxTLSCA: valueOrZero(f.netboxTLSCA), NetBoxTLSInsecure: valueOrZero(f.netboxTLSInsecure),
+	}
+}
+
+// valueOrZero is *p, or the zero value when p is nil.
+func valueOrZero[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,408 @@
+package app
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proxbus/proxbus/redact"
+)
+
+// Security holds the transport-security settings of the connections to NATS, Redis and
+// NetBox (Proxmox endpoints carry their own TLS settings in the endpoints file). The zero
+// value means: no client credentials beyond those in the URLs, and TLS, where a URL asks for
+// it, verified against the system roots. Nothing here ever falls back to a weaker check: a
+// verification failure is a refused connection.
+type Security struct {
+	// NATSCreds is a NATS credentials file (user JWT and NKey seed, `nsc` format).
+	NATSCreds string
+	// NATSNKey is a file holding a NATS user NKey seed (SU…). Exclusive with NATSCreds.
+	NATSNKey string
+	// NATSTLSCA is a PEM file of the CAs trusted for the NATS server; setting it requires TLS.
+	NATSTLSCA string
+	// NATSTLSCert and NATSTLSKey are a PEM client certificate and its key (mutual TLS); both or
+	// neither.
+	NATSTLSCert string
+	NATSTLSKey  string
+	// NATSTLSFirst performs the TLS handshake before the server's INFO (the server must be
+	// configured with handshake_first); it requires TLS.
+	NATSTLSFirst bool
+	// RedisTLSCA is a PEM file of the CAs trusted for Redis; it requires a rediss:// URL.
+	RedisTLSCA string
+	// RedisTLSInsecure disables verification of the Redis server's certificate; it requires
+	// a rediss:// URL and excludes RedisTLSCA.
+	RedisTLSInsecure bool
+	// NetBoxTLSCA is a PEM file of the CAs trusted for NetBox (only these are trusted).
+	NetBoxTLSCA string
+	// NetBoxTLSInsecure disables verification of NetBox's certificate; excludes NetBoxTLSCA.
+	NetBoxTLSInsecure bool
+}
+
+// Reconnection of the NATS connection built by [NATSOptions]: forever, with a capped
+// exponential backoff between passes over the server list, plus up to 25 % jitter.
+const (
+	NATSReconnectBase    = 250 * time.Millisecond
+	NATSReconnectMax     = 5 * time.Second
+	NATSReconnectBufSize = 8 << 20 // publishes buffered while reconnecting (nats.go's default)
+	NATSPingInterval     = 20 * time.Second
+)
+
+// NATSReconnectDelay is the pause after the attempts-th failed pass over the NATS servers:
+// NATSReconnectBase doubled per attempt up to NATSReconnectMax, plus up to a quarter of it
+// as jitter so that replicas do not reconnect in lockstep.
+func NATSReconnectDelay(attempts int) time.Duration {
+	d := NATSReconnectBase
+	for i := 1; i < attempts && d < NATSReconnectMax; i++ {
+		d *= 2
+	}
+	d = min(d, NATSReconnectMax)
+	return d + rand.N(d/4+1)
+}
+
+// NATSOptions returns the nats.Connect options of a proxbus connection named name: the
+// credentials and TLS settings of s, reconnection forever (see [NATSReconnectDelay]), and
+// handlers that log disconnects, reconnects and asynchronous errors on log (nil: discard).
+// Every file named in s is read and checked now, so a bad setting fails here, wrapped in
+// [ErrConfig], rather than at the first (re)connect. Errors name files, never their content.
+// User and password (or a token) in the NATS URL keep working and may be combined with TLS.
+func NATSOptions(s Security, name string, log *slog.Logger) ([]nats.Option, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(NATSReconnectDelay),
+		nats.ReconnectBufSize(NATSReconnectBufSize),
+		nats.PingInterval(NATSPingInterval),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err == nil {
+				log.Warn("nats disconnected")
+				return
+			}
+			log.Warn("nats disconnected", "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+		nats.ErrorHandler(func(_ *nats.Conn, sub *nats.Subscription, err error) {
+			if sub != nil {
+				log.Error("nats error", "subject", sub.Subject, "err", err)
+				return
+			}
+			log.Error("nats error", "err", err)
+		}),
+	}
+	sec, err := natsSecurityOptions(s, log)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
+	if err := checkNATSOptions(opts, s.NATSCreds != ""); err != nil {
+		return nil, err
+	}
+	return opts, nil
+}
+
+// ClearNATSHandlers removes the handlers [NATSOptions] installed, so that nothing is logged
+// after the caller has stopped (call it before nc.Close).
+func ClearNATSHandlers(nc *nats.Conn) {
+	nc.SetDisconnectErrHandler(nil)
+	nc.SetReconnectHandler(nil)
+	nc.SetErrorHandler(nil)
+}
+
+// ConnectNATS connects to url (one URL or a comma-separated list) with [NATSOptions]. Its
+// errors never contain a password or token from url.
+func ConnectNATS(url string, s Security, name string, log *slog.Logger) (*nats.Conn, error) {
+	opts, err := NATSOptions(s, name, log)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, scrubError(fmt.Sprintf("nats %s", RedactURL(url)), err, URLPasswords(url))
+	}
+	return nc, nil
+}
+
+// ConnectClient is [Connect] with the security settings of s, for the CLI's client
+// commands: a connection named "proxbus-cli" and its JetStream context. Errors never contain
+// a password or token from url.
+func ConnectClient(url string, s Security) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := ConnectNATS(url, s, "proxbus-cli", nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+func natsSecurityOptions(s Security, log *slog.Logger) ([]nats.Option, error) {
+	var opts []nats.Option
+	switch {
+	case s.NATSCreds != "" && s.NATSNKey != "":
+		return nil, fmt.Errorf("%w: set only one of the NATS creds file and the NATS NKey seed file", ErrConfig)
+	case s.NATSCreds != "":
+		warnIfShared(log, "nats creds", s.NATSCreds)
+		opts = append(opts, nats.UserCredentials(s.NATSCreds))
+	case s.NATSNKey != "":
+		warnIfShared(log, "nats nkey seed", s.NATSNKey)
+		o, err := nats.NkeyOptionFromSeed(s.NATSNKey)
+		if err != nil {
+			return nil, fmt.Errorf("%w: nats nkey seed file %s: %w", ErrConfig, s.NATSNKey, err)
+		}
+		opts = append(opts, o)
+	}
+	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
+		return nil, fmt.Errorf("%w: the NATS TLS client certificate and key go together", ErrConfig)
+	}
+	if s.NATSTLSCA != "" {
+		opts = append(opts, nats.RootCAs(s.NATSTLSCA))
+	}
+	if s.NATSTLSCert != "" {
+		warnIfShared(log, "nats tls key", s.NATSTLSKey)
+		opts = append(opts, nats.ClientCert(s.NATSTLSCert, s.NATSTLSKey))
+	}
+	if s.NATSTLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
+	}
+	return opts, nil
+}
+
+// checkNATSOptions applies opts to scratch options, which loads TLS files, and, with creds,
+// reads the JWT and signs a probe nonce, so that unusable files fail before connecting.
+func checkNATSOptions(opts []nats.Option, creds bool) error {
+	o := nats.GetDefaultOptions()
+	for _, opt := range opts {
+		if err := opt(&o); err != nil {
+			return fmt.Errorf("%w: nats: %w", ErrConfig, err)
+		}
+	}
+	if !creds {
+		return nil
+	}
+	jwt, err := o.UserJWT()
+	if err != nil {
+		return fmt.Errorf("%w: nats creds: %w", ErrConfig, err)
+	}
+	// nats.go sends an undecorated file whole as the JWT: refuse anything that is not one,
+	// lest a bare seed be sent to the server.
+	if strings.Count(jwt, ".") != 2 || strings.ContainsAny(jwt, " \t\r\n") {
+		return fmt.Errorf("%w: nats creds file holds no user JWT", ErrConfig)
+	}
+	if _, err := o.SignatureCB([]byte("proxbus-probe")); err != nil {
+		return fmt.Errorf("%w: nats creds: %w", ErrConfig, err)
+	}
+	return nil
+}
+
+// warnIfShared warns when a secret file is readable by group or others.
+func warnIfShared(log *slog.Logger, what, path string) {
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		log.Warn("secret file is readable by group or others", "what", what, "file", path, "mode", st.Mode().Perm().String())
+	}
+}
+
+// RedisClient returns a client for rawURL (redis://[user:password@]host:port/db, rediss://
+// for TLS; go-redis query options allowed) with the TLS settings of s. It does not connect.
+// A CA file or insecure mode without rediss://, both together, or skip_verify in the URL are
+// refused with [ErrConfig]. Errors show the URL with its password replaced, never the password.
+func RedisClient(rawURL string, s Security) (*redis.Client, error) {
+	shown := RedactURL(rawURL)
+	if s.RedisTLSCA != "" && s.RedisTLSInsecure {
+		return nil, fmt.Errorf("%w: set only one of the Redis TLS CA file and Redis TLS insecure", ErrConfig)
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: redis URL %s does not parse", ErrConfig, shown)
+	}
+	if u.Query().Has("skip_verify") {
+		return nil, fmt.Errorf("%w: redis URL %s: use the explicit Redis TLS insecure setting, not skip_verify", ErrConfig, shown)
+	}
+	ropts, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, scrubError("redis URL "+shown, err, URLPasswords(rawURL)))
+	}
+	if s.RedisTLSCA != "" || s.RedisTLSInsecure {
+		if ropts.TLSConfig == nil {
+			return nil, fmt.Errorf("%w: redis URL %s: Redis TLS settings need a rediss:// URL", ErrConfig, shown)
+		}
+		if s.RedisTLSCA != "" {
+			pool, err := loadCAPool(s.RedisTLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("%w: redis tls ca: %w", ErrConfig, err)
+			}
+			ropts.TLSConfig.RootCAs = pool
+		}
+		ropts.TLSConfig.InsecureSkipVerify = s.RedisTLSInsecure
+	}
+	return redis.NewClient(ropts), nil
+}
+
+// NetBoxHTTPClient returns the HTTP client for NetBox (netbox.Config.HTTPClient) with the
+// given per-request timeout: only the CAs of NetBoxTLSCA are trusted when it is set, no
+// verification with NetBoxTLSInsecure, the system roots otherwise. Both set, or an unusable
+// CA file, is an [ErrConfig] error.
+func NetBoxHTTPClient(s Security, timeout time.Duration) (*http.Client, error) {
+	if s.NetBoxTLSCA != "" && s.NetBoxTLSInsecure {
+		return nil, fmt.Errorf("%w: set only one of the NetBox TLS CA file and NetBox TLS insecure", ErrConfig)
+	}
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.NetBoxTLSInsecure}
+	if s.NetBoxTLSCA != "" {
+		pool, err := loadCAPool(s.NetBoxTLSCA)
+		if err != nil {
+			return nil, fmt.Errorf("%w: netbox tls ca: %w", ErrConfig, err)
+		}
+		cfg.RootCAs = pool
+	}
+	base, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		return nil, errors.New("netbox: http.DefaultTransport is not an *http.Transport")
+	}
+	tr := base.Clone()
+	tr.TLSClientConfig = cfg
+	return &http.Client{Transport: tr, Timeout: timeout}, nil
+}
+
+// ErrNoCertificate is wrapped when a CA file holds no PEM certificate.
+var ErrNoCertificate = errors.New("no PEM certificate")
+
+func loadCAPool(path string) (*x509.CertPool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s: %w", path, ErrNoCertificate)
+	}
+	return pool, nil
+}
+
+// redactedUser replaces a URL's password, or its whole user part when it has no password
+// (a NATS token or a Redis password-only URL).
+const redactedUser = "xxxxx"
+
+// RedactURL returns raw (one URL or a comma-separated list, as NATS takes) with every
+// password, every user part that has no password (a token) and every secret-named query
+// value (password=, token=…) replaced by "xxxxx". It works on text, so it also hides the
+// credentials of a URL that does not parse.
+func RedactURL(raw string) string {
+	parts := strings.Split(raw, ",")
+	for i, p := range parts {
+		for _, q := range secretQuery(p) {
+			p = p[:q[0]] + redactedUser + p[q[1]:]
+		}
+		if start, at, ok := userinfo(p); ok {
+			repl := redactedUser
+			if user, _, hasPass := strings.Cut(p[start:at], ":"); hasPass {
+				repl = user + ":" + redactedUser
+			}
+			p = p[:start] + repl + p[at:]
+		}
+		parts[i] = p
+	}
+	return strings.Join(parts, ",")
+}
+
+// secretQuery returns the [start, end) offsets of the secret-named query values of one URL,
+// last first (so that they can be replaced in order without shifting the others).
+func secretQuery(p string) [][2]int {
+	qs := strings.Index(p, "?")
+	if qs < 0 {
+		return nil
+	}
+	end := len(p)
+	if h := strings.Index(p[qs:], "#"); h >= 0 {
+		end = qs + h
+	}
+	var out [][2]int
+	pos := qs + 1
+	for _, kv := range strings.Split(p[qs+1:end], "&") {
+		if k, v, ok := strings.Cut(kv, "="); ok && v != "" && redact.IsSecretName(k) {
+			out = append([][2]int{{pos + len(k) + 1, pos + len(kv)}}, out...)
+		}
+		pos += len(kv) + 1
+	}
+	return out
+}
+
+// URLPasswords returns the secrets in raw (one URL or a comma-separated list): each password,
+// user part without a password (a token) and secret-named query value, as written and
+// percent-decoded. Add them to the log redactor's secrets.
+func URLPasswords(raw string) []string {
+	var out []string
+	add := func(secret string) {
+		if secret == "" {
+			return
+		}
+		out = append(out, secret)
+		if dec, err := url.PathUnescape(secret); err == nil && dec != secret {
+			out = append(out, dec)
+		}
+	}
+	for _, p := range strings.Split(raw, ",") {
+		if start, at, ok := userinfo(p); ok {
+			secret := p[start:at]
+			if _, pass, hasPass := strings.Cut(secret, ":"); hasPass {
+				secret = pass
+			}
+			add(secret)
+		}
+		q := secretQuery(p)
+		for i := len(q) - 1; i >= 0; i-- {
+			add(p[q[i][0]:q[i][1]])
+		}
+	}
+	return out
+}
+
+// userinfo locates the user part of one URL by text (a missing scheme is allowed, as NATS
+// allows it): it is p[start:at], and p[at] is the '@' that ends it.
+func userinfo(p string) (start, at int, ok bool) {
+	if i := strings.Index(p, "://"); i >= 0 {
+		start = i + 3
+	}
+	end := len(p)
+	if j := strings.IndexAny(p[start:], "/?#"); j >= 0 {
+		end = start + j
+	}
+	k := strings.LastIndex(p[start:end], "@")
+	if k < 0 {
+		return 0, 0, false
+	}
+	return start, start + k, true
+}
+
+// scrubError wraps err under prefix, unless its text contains one of secrets (or a
+// secret-named assignment): then it returns a new error carrying only the scrubbed text, so
+// no secret can be reached through the returned error.
+func scrubError(prefix string, err error, secrets []string) error {
+	msg := err.Error()
+	clean := msg
+	for _, sec := range secrets {
+		if sec != "" {
+			clean = strings.ReplaceAll(clean, sec, redact.Placeholder)
+		}
+	}
+	clean = redact.Text(clean)
+	if clean != msg {
+		return fmt.Errorf("%s: %s", prefix, clean)
+	}
+	return fmt.Errorf("%s: %w", prefix, err)
+}
