@@ -147,6 +147,9 @@ func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, worke
 	}
 	failures := 0
 	for {
+		if ctx.Err() != nil { // select below picks at random when a slot is free too
+			return
+		}
 		// Wait for one free worker, then take up to FetchBatch.
 		select {
 		case slots <- struct{}{}:
