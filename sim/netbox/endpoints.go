@@ -3,7 +3,6 @@ package simnetbox
 import (
 	"fmt"
 	"net/http"
-	"sort"
 )
 
 // endpointURL is the API URL of ProxmoxEndpoint id.
@@ -40,33 +39,12 @@ func endpointJSON(r *http.Request, ep *endpoint) map[string]any {
 	return out
 }
 
+// getEndpoint answers GET …/endpoints/proxmox/{id}/.
 func (s *Server) getEndpoint(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
-		notFound(w)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ep := s.endpoints[id]
-	if ep == nil {
-		notFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, endpointJSON(r, ep))
+	getByID(s, w, r, s.endpoints, endpointJSON)
 }
 
+// listEndpoints answers GET …/endpoints/proxmox/: every endpoint, by id.
 func (s *Server) listEndpoints(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	eps := make([]*endpoint, 0, len(s.endpoints))
-	for _, ep := range s.endpoints {
-		eps = append(eps, ep)
-	}
-	sort.Slice(eps, func(i, j int) bool { return eps[i].ID < eps[j].ID })
-	items := make([]any, 0, len(eps))
-	for _, ep := range eps {
-		items = append(items, endpointJSON(r, ep))
-	}
-	s.mu.Unlock()
-	page(w, r, items)
+	listByID(s, w, r, s.endpoints, nil, endpointJSON)
 }

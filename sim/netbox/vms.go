@@ -3,7 +3,6 @@ package simnetbox
 import (
 	"fmt"
 	"net/http"
-	"sort"
 )
 
 func vmURL(r *http.Request, id int64) string {
@@ -52,35 +51,13 @@ func (s *Server) listVMs(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, errs)
 		return
 	}
-	s.mu.Lock()
-	list := make([]*vm, 0, len(s.vms))
-	for _, v := range s.vms {
-		if inSet(sets["cf_proxmox_vm_id"], v.ProxmoxVMID) && inSet(sets["cluster_id"], v.ClusterID) &&
-			inSet(sets["id"], v.ID) && matches(q["name"], v.Name, func(s string) string { return s }) {
-			list = append(list, v)
-		}
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
-	items := make([]any, 0, len(list))
-	for _, v := range list {
-		items = append(items, vmJSON(r, v))
-	}
-	s.mu.Unlock()
-	page(w, r, items)
+	listByID(s, w, r, s.vms, func(v *vm) bool {
+		return inSet(sets["cf_proxmox_vm_id"], v.ProxmoxVMID) && inSet(sets["cluster_id"], v.ClusterID) &&
+			inSet(sets["id"], v.ID) && matches(q["name"], v.Name, func(s string) string { return s })
+	}, vmJSON)
 }
 
+// getVM answers GET …/virtual-machines/{id}/.
 func (s *Server) getVM(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(r)
-	if !ok {
-		notFound(w)
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v := s.vms[id]
-	if v == nil {
-		notFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, vmJSON(r, v))
+	getByID(s, w, r, s.vms, vmJSON)
 }

@@ -46,16 +46,9 @@ func (s *Server) moveDisk(c *call, g *guest) answer {
 	if unusedKeyRe.MatchString(disk) {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("cannot move disk '%s', only configured disks can be moved to another storage", disk))
 	}
-	if a, free := checkLock(g); !free {
+	d, a, ok := configuredDrive(g, disk, false)
+	if !ok {
 		return a
-	}
-	value, found := g.config[disk]
-	if !found {
-		return fail(http.StatusInternalServerError, fmt.Sprintf("disk '%s' does not exist", disk))
-	}
-	d := parseDrive(value)
-	if d.file == "" {
-		return fail(http.StatusInternalServerError, fmt.Sprintf("disk '%s' has no associated volume", disk))
 	}
 	if d.cdrom(false) {
 		return fail(http.StatusInternalServerError, "you can't move a cdrom")

@@ -34,16 +34,9 @@ func (s *Server) resizeDisk(c *call, g *guest) answer {
 	if len(errs) > 0 {
 		return paramFail(errs)
 	}
-	if a, free := checkLock(g); !free {
+	d, a, ok := configuredDrive(g, disk, true)
+	if !ok {
 		return a
-	}
-	value, found := g.config[disk]
-	if !found {
-		return fail(http.StatusInternalServerError, fmt.Sprintf("disk '%s' does not exist", disk))
-	}
-	d := parseDrive(value)
-	if d.file == "" || d.file == "none" {
-		return fail(http.StatusInternalServerError, fmt.Sprintf("disk '%s' has no associated volume", disk))
 	}
 	if d.cdrom(true) {
 		return fail(http.StatusInternalServerError, "you can't resize a cdrom")
