@@ -1,15 +1,18 @@
 package e2e_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
 	simpve "github.com/proxbus/proxbus/sim/pve"
+	"github.com/proxbus/proxbus/store"
 )
 
 // guestCommand builds a command of any verb for endpoint 1.
@@ -291,5 +294,54 @@ func TestVMList(t *testing.T) {
 		if v["node"] != "pve2" {
 			t.Errorf("node filter leaked %v", v)
 		}
+	}
+}
+
+// TestResumedGuestCommandsNeverWriteTwice: a replica recorded the dispatch of a guest verb and
+// died; the redelivery confirms by reading (ok when the effect is in place) or answers
+// proxmox_write_unconfirmed, and never sends the write again.
+func TestResumedGuestCommandsNeverWriteTwice(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, verb, data string
+		wantStatus       int
+		wantReason       string
+	}{
+		{"start whose effect is in place", "vm.start", `{"vm":100}`, 200, ""},
+		{"stop whose effect is not in place", "vm.stop", `{"vm":100}`, 502, "proxmox_write_unconfirmed"},
+		{"reboot cannot be confirmed", "vm.reboot", `{"vm":100}`, 502, "proxmox_write_unconfirmed"},
+		{"snapshot created", "vm.snapshot.create", `{"vm":200,"snapshot":"base"}`, 201, ""},
+		{"snapshot deleted", "vm.snapshot.delete", `{"vm":200,"snapshot":"gone"}`, 200, ""},
+		{"node reboot", "node.reboot", `{"node":"pve2"}`, 502, "proxmox_write_unconfirmed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			cmd := e.guestCommand(tc.verb, tc.data)
+			dead := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: 200 * time.Millisecond})
+			claim, err := dead.Claim(context.Background(), store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead", Fingerprint: "x"})
+			if err != nil || claim.State != store.Claimed {
+				t.Fatalf("claim %v %v", claim.State, err)
+			}
+			if err := dead.Checkpoint(context.Background(), claim.Lease, store.Progress{Dispatched: true}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			tasksBefore := len(e.pve.Tasks())
+			e.start()
+			res := e.send(cmd)
+			if res.Status != tc.wantStatus || res.Reason != tc.wantReason {
+				t.Fatalf("got %d %s (%s), want %d %q", res.Status, res.Reason, res.Detail, tc.wantStatus, tc.wantReason)
+			}
+			if n := len(e.pve.Tasks()); n != tasksBefore {
+				t.Errorf("tasks %d → %d: the resumed command wrote again", tasksBefore, n)
+			}
+			for _, rec := range e.pve.RequestLog() {
+				if rec.Method != "GET" {
+					t.Errorf("a write after resuming: %s %s", rec.Method, rec.Path)
+				}
+			}
+		})
 	}
 }

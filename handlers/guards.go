@@ -22,9 +22,9 @@ type guards struct {
 
 // acquireGuards takes the guards of the command, resource first. When one is held elsewhere
 // the command is delayed, never failed: its claim is suspended (progress kept) and it is
-// redelivered; on its last delivery it waits here, heartbeated, for up to two lease lifetimes.
+// redelivered; on its last delivery it waits here, heartbeated, until it gets them (a holder
+// finishes, or its lease expires) or the process drains.
 func (r *run) acquireGuards(ctx context.Context, claim store.Claim) (guards, *Decision) {
-	deadline := r.p.cfg.Now().Add(2 * r.p.cfg.Store.Options().LeaseTTL)
 	for {
 		g, busy, err := r.tryGuards(ctx)
 		switch {
@@ -33,7 +33,7 @@ func (r *run) acquireGuards(ctx context.Context, claim store.Claim) (guards, *De
 			return guards{}, &d
 		case busy == "":
 			return g, nil
-		case !r.at.Last() || r.p.cfg.Now().After(deadline) || ctx.Err() != nil:
+		case !r.at.Last() || ctx.Err() != nil:
 			d := r.suspendAndRetry(ctx, claim, r.p.cfg.BusyDelay, "wait", busy)
 			return guards{}, &d
 		}

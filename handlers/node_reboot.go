@@ -25,6 +25,9 @@ func NodeReboot() Verb {
 		Exclusive: func(in NodeRebootInput) (string, string) { return store.KindNode, in.Node },
 		Describe:  func(in NodeRebootInput) []Bullet { return []Bullet{{"node", in.Node}} },
 		Dispatch: func(ctx context.Context, x *Exec, in NodeRebootInput) (Outcome, error) {
+			if x.PriorDispatch() { // a reboot cannot be confirmed by reading: never send it twice
+				return unconfirmedWrite(), nil
+			}
 			if err := x.MarkDispatched(ctx); err != nil {
 				return Outcome{}, err
 			}

@@ -43,7 +43,15 @@ const (
 	ReasonTargetStorageUnavailable = "target_storage_unavailable"
 	ReasonStorageLookupFailed      = "storage_lookup_failed"
 	ReasonRelocateDiskFailed       = "relocate_disk_failed"
+	ReasonProxmoxWriteUnconfirmed  = "proxmox_write_unconfirmed"
 )
+
+// unconfirmedWrite is the outcome of a resumed command whose earlier attempt may have sent a
+// write that cannot be confirmed by reading: it is never sent a second time.
+func unconfirmedWrite() Outcome {
+	return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxWriteUnconfirmed,
+		Detail: "an earlier attempt of this command may have sent the write and stopped; it is not sent twice"}
+}
 
 // errExtraNetworksLocked refuses extra NICs when the cloud network is enforced.
 var errExtraNetworksLocked = errors.New("extra_networks are locked by enforce_cloud_network")

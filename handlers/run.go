@@ -200,12 +200,12 @@ func (r *run) write(ctx context.Context) Decision {
 
 // claim takes the command's claim (contract §5). A twin in flight is waited for by
 // redelivery, except on the last delivery: there the wait happens here, heartbeated by the
-// consumer, for at most two lease lifetimes (a dead twin's lease expires within one), so a
-// duplicate is not dead-lettered merely for arriving while its twin ran. Likewise an
+// consumer, for up to twenty lease lifetimes (a twin resumed after a crash must finish first),
+// so a duplicate is not dead-lettered merely for arriving while its twin ran. Likewise an
 // unreachable store is waited for by redelivery and, on the last delivery, here, for as long
 // as it takes: nothing is answered or acked while the store is down.
 func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
-	deadline := r.p.cfg.Now().Add(2 * r.p.cfg.Store.Options().LeaseTTL)
+	deadline := r.p.cfg.Now().Add(20 * r.p.cfg.Store.Options().LeaseTTL)
 	storeWait := 100 * time.Millisecond
 	for {
 		claim, err := r.p.cfg.Store.Claim(ctx, req)

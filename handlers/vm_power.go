@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
@@ -17,7 +18,10 @@ type PowerInput struct {
 
 // powerVerb builds one guest power verb (contract §9, guest power). op performs it and waits
 // for its task(s); noOp is the result word when the guest already was in the wanted state.
-func powerVerb(name, step string, withForce bool, noOp string, op func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error)) Verb {
+// settled (nil when no state proves it, as for a reboot) tells from a guest's status that the
+// verb's effect is in place: a resumed command confirms by reading and never sends twice.
+func powerVerb(name, step string, withForce bool, noOp string, settled func(status string) bool,
+	op func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error)) Verb {
 	return Spec[PowerInput]{
 		Name:   name,
 		Access: Write,
@@ -44,6 +48,9 @@ func powerVerb(name, step string, withForce bool, noOp string, op func(ctx conte
 			return b
 		},
 		Dispatch: func(ctx context.Context, x *Exec, in PowerInput) (Outcome, error) {
+			if x.PriorDispatch() {
+				return confirmPower(ctx, x, in.guest, step, settled)
+			}
 			if err := x.MarkDispatched(ctx); err != nil {
 				return Outcome{}, err
 			}
@@ -66,9 +73,31 @@ func powerVerb(name, step string, withForce bool, noOp string, op func(ctx conte
 	}
 }
 
+// confirmPower reads the guest after an interrupted attempt: its effect in place → ok;
+// otherwise the write is not sent again.
+func confirmPower(ctx context.Context, x *Exec, g proxmox.Guest, step string, settled func(string) bool) (Outcome, error) {
+	x.Step(ctx, step, events.StepStarted, "", "confirming an interrupted attempt by reading")
+	if settled == nil {
+		x.Step(ctx, step, events.StepError, "", "cannot be confirmed by reading")
+		return unconfirmedWrite(), nil
+	}
+	now, err := x.Proxmox.ResolveGuest(ctx, strconv.FormatInt(g.VMID, 10))
+	if err != nil {
+		return Outcome{}, err
+	}
+	if !settled(now.Status) {
+		x.Step(ctx, step, events.StepError, "", "not in place")
+		return unconfirmedWrite(), nil
+	}
+	x.Step(ctx, step, events.StepDone, "", "confirmed")
+	return Outcome{Status: 200, Result: ResultOK, Output: guestOutput(now, nil)}, nil
+}
+
+func statusIs(want string) func(string) bool { return func(s string) bool { return s == want } }
+
 // VMStart starts a VM or container; already running → 200 already_running.
 func VMStart() Verb {
-	return powerVerb("vm.start", "start_vm", false, ResultAlreadyRunning,
+	return powerVerb("vm.start", "start_vm", false, ResultAlreadyRunning, statusIs(proxmox.StatusRunning),
 		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, _ bool) (proxmox.TaskResult, error) {
 			return c.Start(ctx, g)
 		})
@@ -76,7 +105,7 @@ func VMStart() Verb {
 
 // VMStop shuts a guest down (force: stops it at once); already stopped → 200 already_stopped.
 func VMStop() Verb {
-	return powerVerb("vm.stop", "stop_vm", true, ResultAlreadyStopped,
+	return powerVerb("vm.stop", "stop_vm", true, ResultAlreadyStopped, statusIs(proxmox.StatusStopped),
 		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error) {
 			return c.Stop(ctx, g, force)
 		})
@@ -84,7 +113,7 @@ func VMStop() Verb {
 
 // VMReboot reboots a running guest (force: reset; for containers stop then start).
 func VMReboot() Verb {
-	return powerVerb("vm.reboot", "reboot_vm", true, ResultOK,
+	return powerVerb("vm.reboot", "reboot_vm", true, ResultOK, nil,
 		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error) {
 			return c.Reboot(ctx, g, force)
 		})
@@ -92,7 +121,7 @@ func VMReboot() Verb {
 
 // VMSuspend pauses a running VM; containers are refused (409 unsupported_for_container).
 func VMSuspend() Verb {
-	return powerVerb("vm.suspend", "suspend_vm", false, ResultOK,
+	return powerVerb("vm.suspend", "suspend_vm", false, ResultOK, statusIs(proxmox.StatusPaused),
 		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, _ bool) (proxmox.TaskResult, error) {
 			return c.Suspend(ctx, g)
 		})
@@ -100,7 +129,7 @@ func VMSuspend() Verb {
 
 // VMResume resumes a paused guest.
 func VMResume() Verb {
-	return powerVerb("vm.resume", "resume_vm", false, ResultOK,
+	return powerVerb("vm.resume", "resume_vm", false, ResultOK, statusIs(proxmox.StatusRunning),
 		func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, _ bool) (proxmox.TaskResult, error) {
 			return c.Resume(ctx, g)
 		})

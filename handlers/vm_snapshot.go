@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
@@ -36,8 +37,10 @@ func locateSnapshot(ctx context.Context, c *proxmox.Client, in SnapshotInput) (S
 	return in, err
 }
 
-// snapshotVerb builds a snapshot write verb around op.
-func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, success Outcome,
+// snapshotVerb builds a snapshot write verb around op. present (nil when no read proves it, as
+// for a rollback) tells from the guest's snapshots that the effect is in place, so a resumed
+// command confirms by reading and never sends twice.
+func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, success Outcome, present func(exists bool) bool,
 	op func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error)) Verb {
 	return Spec[SnapshotInput]{
 		Name:        name,
@@ -51,6 +54,9 @@ func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, succe
 			return append(guestBullets(in.guest), Bullet{"snapshot", in.Snapshot})
 		},
 		Dispatch: func(ctx context.Context, x *Exec, in SnapshotInput) (Outcome, error) {
+			if x.PriorDispatch() {
+				return confirmSnapshot(ctx, x, in, step, success, present)
+			}
 			if err := x.MarkDispatched(ctx); err != nil {
 				return Outcome{}, err
 			}
@@ -74,6 +80,29 @@ func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, succe
 	}
 }
 
+// confirmSnapshot reads the guest's snapshots after an interrupted attempt.
+func confirmSnapshot(ctx context.Context, x *Exec, in SnapshotInput, step string, success Outcome, present func(bool) bool) (Outcome, error) {
+	x.Step(ctx, step, events.StepStarted, "", "confirming an interrupted attempt by reading")
+	if present == nil {
+		x.Step(ctx, step, events.StepError, "", "cannot be confirmed by reading")
+		return unconfirmedWrite(), nil
+	}
+	snaps, err := x.Proxmox.Snapshots(ctx, in.guest)
+	if err != nil {
+		return Outcome{}, err
+	}
+	exists := slices.ContainsFunc(snaps, func(s proxmox.Snapshot) bool { return s.Name == in.Snapshot })
+	if !present(exists) {
+		x.Step(ctx, step, events.StepError, "", "not in place")
+		return unconfirmedWrite(), nil
+	}
+	x.Step(ctx, step, events.StepDone, "", "confirmed")
+	output := guestOutput(in.guest, nil)
+	output["snapshot"] = in.Snapshot
+	success.Output = output
+	return success, nil
+}
+
 func decodeSnapshotName(f *Fields) string {
 	return f.String("snapshot", true, snapshotNamePattern.MatchString)
 }
@@ -86,7 +115,7 @@ func VMSnapshotCreate() Verb {
 				Description:   f.String("description", false, func(s string) bool { return len(s) <= 8192 }),
 				IncludeMemory: f.Bool("include_memory", false)}
 		},
-		Outcome{Status: 201, Result: ResultCreated},
+		Outcome{Status: 201, Result: ResultCreated}, func(exists bool) bool { return exists },
 		func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error) {
 			return c.CreateSnapshot(ctx, in.guest, in.Snapshot, in.Description, in.IncludeMemory)
 		})
@@ -98,7 +127,7 @@ func VMSnapshotDelete() Verb {
 		func(f *Fields) SnapshotInput {
 			return SnapshotInput{GuestRef: decodeGuestRef(f), Snapshot: decodeSnapshotName(f)}
 		},
-		Outcome{Status: 200, Result: ResultOK},
+		Outcome{Status: 200, Result: ResultOK}, func(exists bool) bool { return !exists },
 		func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error) {
 			return c.DeleteSnapshot(ctx, in.guest, in.Snapshot)
 		})
@@ -110,7 +139,7 @@ func VMSnapshotRollback() Verb {
 		func(f *Fields) SnapshotInput {
 			return SnapshotInput{GuestRef: decodeGuestRef(f), Snapshot: decodeSnapshotName(f), Start: f.Bool("start", false)}
 		},
-		Outcome{Status: 200, Result: ResultOK},
+		Outcome{Status: 200, Result: ResultOK}, nil,
 		func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error) {
 			return c.RollbackSnapshot(ctx, in.guest, in.Snapshot, in.Start)
 		})

@@ -109,7 +109,9 @@ type Lease struct {
 // done, identity busy, Idempotency-Key owned by another command, then claim). A claim sets the
 // identity record running with a lease of LeaseTTL and a new fencing token, and the
 // Idempotency-Key record running for this command. An Idempotency-Key record of another
-// command whose lease expired before it finished counts as absent and is taken over.
+// command whose lease expired counts as absent and is taken over only when that command had
+// not begun (no journal entry, no dispatch marker); otherwise it stays IdemInFlight until the
+// command's own redelivery resumes and finishes it.
 // Errors are ErrInvalid (no owner, source or id) or wrapped Redis errors.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if req.Owner == "" || req.Command.Source == "" || req.Command.ID == "" {

@@ -257,3 +257,34 @@ func TestClaimStateString(t *testing.T) {
 		}
 	}
 }
+
+// TestIdemTwinWaitsForAStartedCommand pins that a twin never starts over a key whose command
+// died after it began its work (it resumes on its own redelivery), while a key whose command
+// died before beginning is taken over.
+func TestIdemTwinWaitsForAStartedCommand(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		progress store.Progress
+		want     store.ClaimState
+	}{
+		{"dispatched", store.Progress{Dispatched: true}, store.IdemInFlight},
+		{"journal written", store.Progress{JournalID: 3, JournalURL: "u"}, store.IdemInFlight},
+		{"not begun", store.Progress{}, store.Claimed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, nil)
+			ctx := context.Background()
+			c := e.mustClaim(t, req(cmdA, scope, "fp1", "dead"), store.Claimed)
+			if tt.progress != (store.Progress{}) {
+				if err := e.s.Checkpoint(ctx, c.Lease, tt.progress); err != nil {
+					t.Fatal(err)
+				}
+			}
+			e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
+			e.mustClaim(t, req(cmdB, scope, "fp1", "twin"), tt.want)
+		})
+	}
+}

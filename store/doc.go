@@ -20,7 +20,7 @@
 //	<prefix>:idem:<sha256hex(endpoint id (decimal) + "|" + verb + "|" + resource + "|" + key)>
 //	                                                                hash  Idempotency-Key record
 //	    state=running|done, cmd (owning command's hash), fp, owner, token, lease, src, id, result
-//	    (TTL LeaseTTL while running, renewed with the lease; Window once done)
+//	    (TTL DedupeTTL while running, the lease field decides liveness; Window once done)
 //	<prefix>:fence                                                  string  fencing-token counter (INCR, no TTL)
 //	<prefix>:repair:<sha256hex(source + "\n" + id)>                 hash  pending journal repair (no TTL)
 //	    data (JSON of the repair), attempts, last_error
@@ -32,6 +32,13 @@
 //	    (TTL 2×LeaseTTL, renewed with the lease; the deadline decides)
 //	<prefix>:slots:<endpoint id>                                    zset  max_parallel slot holders scored by deadline
 //	                                                                      (ms since epoch; TTL 2×LeaseTTL)
+//
+// A key whose command lost its lease is taken over by a twin only when that command had not
+// begun its work (no journal entry, no dispatch marker); otherwise the twin keeps waiting for
+// the command's own redelivery to resume it, so a key never runs its write twice.
+//
+// Redis holds all of this in memory: run it with persistence (AOF) or replication. A Redis
+// that restarts empty forgets finished commands, keys, leases and pending repairs.
 //
 // The scripts span several keys (and a few derive a key name from a stored record), so the
 // store needs a single Redis primary (standalone or Sentinel); Redis Cluster is not supported.

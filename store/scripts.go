@@ -52,7 +52,17 @@ if c[1] == 'running' then
 end
 if idem then
   local r = redis.call('HMGET', idem, 'state', 'cmd', 'fp', 'lease', 'result', 'src', 'id')
-  if r[1] and r[2] ~= chash and (r[1] == 'done' or (tonumber(r[4]) or 0) > now) then
+  local live = r[1] == 'done' or (tonumber(r[4]) or 0) > now
+  if r[1] == 'running' and r[2] ~= chash and not live then
+    -- The key's command lost its lease. If it had begun its work (journal entry or dispatch),
+    -- its own redelivery resumes it: the twin keeps waiting instead of starting over.
+    local other = string.sub(KEYS[1], 1, #KEYS[1] - #chash) .. r[2]
+    local o = redis.call('HMGET', other, 'state', 'dispatched', 'journal_id')
+    if o[1] == 'running' and (o[2] == '1' or (o[3] and o[3] ~= '' and o[3] ~= '0')) then
+      live = true
+    end
+  end
+  if r[1] and r[2] ~= chash and live then
     local osrc, oid = r[6] or '', r[7] or ''
     if r[3] ~= fp then
       return {'idem_reused', '', '', '', '', '', osrc, oid}
@@ -75,7 +85,7 @@ if idem then
   redis.call('DEL', idem)
   redis.call('HSET', idem, 'state', 'running', 'cmd', chash, 'fp', fp, 'owner', owner, 'token', token,
     'lease', deadline, 'src', src, 'id', id)
-  redis.call('PEXPIRE', idem, ARGV[2])
+  redis.call('PEXPIRE', idem, ARGV[3])
 end
 local state = 'claimed'
 if resumed then state = 'resumed' end
@@ -121,10 +131,10 @@ if KEYS[2] then
   if not r[1] then
     redis.call('HSET', KEYS[2], 'state', 'running', 'cmd', ARGV[6], 'fp', c[4] or '', 'owner', ARGV[1],
       'token', ARGV[2], 'lease', deadline, 'src', c[5] or '', 'id', c[6] or '')
-    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[5])
   elseif r[1] == 'running' and r[2] == ARGV[6] then
     redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'token', ARGV[2], 'lease', deadline)
-    redis.call('PEXPIRE', KEYS[2], ARGV[4])
+    redis.call('PEXPIRE', KEYS[2], ARGV[5])
   end
 end
 return 1
