@@ -157,7 +157,8 @@ func TestMaxDeliveries(t *testing.T) {
 	if c, err := holder.Claim(context.Background(), store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "zombie", Fingerprint: "x"}); err != nil || c.State != store.Claimed {
 		t.Fatalf("claim: %v %v", c.State, err)
 	}
-	e.start(func(c *app.Config) { c.MaxDeliver = 2 })
+	// A short lease keeps the last delivery's wait for its twin (twenty lease lifetimes) short.
+	e.start(func(c *app.Config) { c.MaxDeliver, c.LeaseTTL = 2, 300*time.Millisecond })
 	res := e.send(cmd)
 	if res.Status != 503 {
 		t.Fatalf("result %d %s, want 503", res.Status, res.Reason)
