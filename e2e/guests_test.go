@@ -345,3 +345,19 @@ func TestResumedGuestCommandsNeverWriteTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestLostPowerAnswerIsConfirmed: Proxmox applied a start but its answer was lost; the verb
+// confirms by reading instead of sending the start again.
+func TestLostPowerAnswerIsConfirmed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.start()
+	e.pve.DropAnswerAfterApply("POST", "/nodes/pve2/qemu/101/status/start", 1)
+	res := e.send(e.guestCommand("vm.start", `{"vm":101}`))
+	if res.Status != 200 || res.Result != "ok" {
+		t.Fatalf("%d %s %s %s", res.Status, res.Result, res.Reason, res.Detail)
+	}
+	if n := e.pve.Requests("POST", "/nodes/pve2/qemu/101/status/start"); n != 1 {
+		t.Errorf("starts sent = %d, want 1", n)
+	}
+}

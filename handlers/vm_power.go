@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
@@ -58,8 +59,11 @@ func powerVerb(name, step string, withForce bool, noOp string, settled func(stat
 			res, err := op(ctx, x.Proxmox, in.guest, in.Force)
 			if err != nil {
 				x.Step(ctx, step, events.StepError, "", "")
-				if errors.Is(err, proxmox.ErrUnreachable) {
+				switch {
+				case errors.Is(err, proxmox.ErrUnreachable):
 					x.UnmarkDispatched() // nothing left: a redelivery may try again
+				case errors.Is(err, proxmox.ErrAnswerLost):
+					return confirmPower(ctx, x, in.guest, step, settled) // sent: confirm, never resend
 				}
 				return Outcome{}, err
 			}
@@ -81,9 +85,19 @@ func confirmPower(ctx context.Context, x *Exec, g proxmox.Guest, step string, se
 		x.Step(ctx, step, events.StepError, "", "cannot be confirmed by reading")
 		return unconfirmedWrite(), nil
 	}
-	now, err := x.Proxmox.ResolveGuest(ctx, strconv.FormatInt(g.VMID, 10))
-	if err != nil {
-		return Outcome{}, err
+	// The interrupted task may still be running: look a few times before giving up.
+	var now proxmox.Guest
+	for i := range confirmReads {
+		if i > 0 {
+			time.Sleep(confirmPause)
+		}
+		var err error
+		if now, err = x.Proxmox.ResolveGuest(ctx, strconv.FormatInt(g.VMID, 10)); err != nil {
+			return Outcome{}, err
+		}
+		if settled(now.Status) {
+			break
+		}
 	}
 	if !settled(now.Status) {
 		x.Step(ctx, step, events.StepError, "", "not in place")
@@ -92,6 +106,12 @@ func confirmPower(ctx context.Context, x *Exec, g proxmox.Guest, step string, se
 	x.Step(ctx, step, events.StepDone, "", "confirmed")
 	return Outcome{Status: 200, Result: ResultOK, Output: guestOutput(now, nil)}, nil
 }
+
+// confirmReads and confirmPause bound how long an interrupted power task is waited for.
+const (
+	confirmReads = 10
+	confirmPause = 300 * time.Millisecond
+)
 
 func statusIs(want string) func(string) bool { return func(s string) bool { return s == want } }
 

@@ -64,8 +64,11 @@ func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, succe
 			res, err := op(ctx, x.Proxmox, in)
 			if err != nil {
 				x.Step(ctx, step, events.StepError, "", "")
-				if errors.Is(err, proxmox.ErrUnreachable) {
+				switch {
+				case errors.Is(err, proxmox.ErrUnreachable):
 					x.UnmarkDispatched()
+				case errors.Is(err, proxmox.ErrAnswerLost):
+					return confirmSnapshot(ctx, x, in, step, success, present) // sent: confirm, never resend
 				}
 				return Outcome{}, err
 			}
