@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	simnetbox "github.com/proxbus/proxbus/sim/netbox"
+	simpve "github.com/proxbus/proxbus/sim/pve"
+)
+
+// Demo credentials of the simulators (contract §10).
+const (
+	pveTokenID   = "proxbus@pve!demo"
+	pveSecret    = "demo-secret"
+	netboxToken  = "0123456789abcdef0123456789abcdef01234567"
+	secretEnvVar = "PROXBUS_SOAK_PVE_SECRET"
+)
+
+// env is everything the soak runs: the child processes and the in-process simulators.
+type env struct {
+	dir       string
+	natsPort  int
+	redisPort int
+	nats      *proc
+	redis     *proc
+	replicas  []*proc
+	pve       *simpve.Server
+	netbox    *simnetbox.Server
+	faults    *faults
+	servers   []*http.Server
+	serveErr  chan error
+}
+
+func (e *env) natsURL() string  { return "nats://127.0.0.1:" + strconv.Itoa(e.natsPort) }
+func (e *env) redisURL() string { return "redis://127.0.0.1:" + strconv.Itoa(e.redisPort) + "/0" }
+
+// serveSim serves h (behind the fault middleware) on a free loopback port; the server is
+// closed by env.close.
+func (e *env) serveSim(h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	e.servers = append(e.servers, srv)
+	go func() { // owned by env: close() shuts srv down and reads the error
+		err := srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		e.serveErr <- err
+	}()
+	return "http://" + ln.Addr().String(), nil
+}
+
+// startEnv starts NATS, Redis, both simulators and the replicas.
+func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
+	e := &env{dir: dir, faults: &faults{}, serveErr: make(chan error, 2)}
+	proxbusBin, natsBin, err := buildBinaries(ctx, dir)
+	if err != nil {
+		return e, err
+	}
+	if e.natsPort, err = freePort(); err != nil {
+		return e, err
+	}
+	if e.redisPort, err = freePort(); err != nil {
+		return e, err
+	}
+	storeDir := filepath.Join(dir, "jetstream")
+	e.nats = &proc{name: "nats-server", path: natsBin, logPath: filepath.Join(dir, "nats.log"),
+		args: []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(e.natsPort), "-sd", storeDir}}
+	// Redis as operators should run it: with an append-only file synced on every write, so a
+	// restart is an outage, not a loss (--redis-ephemeral shows the loss).
+	redisArgs := []string{"--port", strconv.Itoa(e.redisPort), "--bind", "127.0.0.1", "--save", "", "--dir", dir,
+		"--appendonly", "yes", "--appendfsync", "always"}
+	if cfg.redisEphemeral {
+		redisArgs = []string{"--port", strconv.Itoa(e.redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	}
+	e.redis = &proc{name: "redis-server", path: cfg.redisBin, logPath: filepath.Join(dir, "redis.log"), args: redisArgs}
+	for _, p := range []struct {
+		p    *proc
+		port int
+	}{{e.nats, e.natsPort}, {e.redis, e.redisPort}} {
+		if err := p.p.start(); err != nil {
+			return e, err
+		}
+		if err := waitPort(ctx, p.port, 15*time.Second); err != nil {
+			return e, fmt.Errorf("%s: %w", p.p.name, err)
+		}
+	}
+
+	simLog := slog.New(slog.DiscardHandler)
+	e.pve = simpve.New(simpve.Options{Scenario: simpve.ScenarioDemo, Logger: simLog, TaskDuration: cfg.taskDuration})
+	e.netbox = simnetbox.New(simnetbox.Options{Scenario: simnetbox.ScenarioDemo, Logger: simLog})
+	pveURL, err := e.serveSim(e.faults.pve(e.pve.Handler()))
+	if err != nil {
+		return e, fmt.Errorf("pve simulator: %w", err)
+	}
+	netboxURL, err := e.serveSim(e.faults.netbox(e.netbox.Handler()))
+	if err != nil {
+		return e, fmt.Errorf("netbox simulator: %w", err)
+	}
+
+	endpoints := filepath.Join(dir, "endpoints.yaml")
+	yaml := fmt.Sprintf("endpoints:\n  - id: 1\n    name: lab\n    urls: [%q]\n    token_id: %q\n    token_secret_env: %s\n"+
+		"    max_parallel: 8\n    timeout: 10s\n", pveURL, pveTokenID, secretEnvVar)
+	if err := os.WriteFile(endpoints, []byte(yaml), 0o600); err != nil {
+		return e, fmt.Errorf("endpoints file: %w", err)
+	}
+	base := append(os.Environ(),
+		"PROXBUS_NATS_URL="+e.natsURL(), "PROXBUS_REDIS_URL="+e.redisURL(),
+		"PROXBUS_NETBOX_URL="+netboxURL, "PROXBUS_NETBOX_TOKEN="+netboxToken,
+		"PROXBUS_ENDPOINTS_FILE="+endpoints, "PROXBUS_LOG_FORMAT=json", "PROXBUS_LOG_LEVEL="+cfg.logLevel,
+		secretEnvVar+"="+pveSecret)
+	for i := range cfg.replicas {
+		name := fmt.Sprintf("soak-r%d", i+1)
+		e.replicas = append(e.replicas, &proc{name: name, path: proxbusBin, logPath: filepath.Join(dir, name+".log"), env: base,
+			args: []string{"serve", "--instance", name, "--concurrency", strconv.Itoa(cfg.concurrency),
+				"--lease-ttl", cfg.leaseTTL.String(), "--ack-wait", cfg.ackWait.String(),
+				"--max-deliver", strconv.Itoa(cfg.maxDeliver)}})
+	}
+	for _, r := range e.replicas {
+		if err := r.start(); err != nil {
+			return e, err
+		}
+	}
+	return e, nil
+}
+
+// close stops every process and simulator.
+func (e *env) close() {
+	for _, r := range e.replicas {
+		_ = r.stop(10 * time.Second)
+	}
+	if e.nats != nil {
+		_ = e.nats.stop(5 * time.Second)
+	}
+	if e.redis != nil {
+		_ = e.redis.stop(5 * time.Second)
+	}
+	for _, s := range e.servers {
+		_ = s.Close()
+		<-e.serveErr
+	}
+	if e.pve != nil {
+		_ = e.pve.Close()
+	}
+}

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// buildBinaries compiles proxbus and nats-server into dir and returns their paths.
+func buildBinaries(ctx context.Context, dir string) (proxbus, natsServer string, err error) {
+	proxbus = filepath.Join(dir, "proxbus")
+	natsServer = filepath.Join(dir, "nats-server")
+	for _, b := range []struct{ out, pkg string }{
+		{proxbus, "./cmd/proxbus"},
+		{natsServer, "github.com/nats-io/nats-server/v2"},
+	} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %w", b.pkg, err)
+		}
+	}
+	return proxbus, natsServer, nil
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitPort waits until something accepts connections on 127.0.0.1:port.
+func waitPort(ctx context.Context, port int, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("port %d not listening after %s: %w", port, limit, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// proc is a restartable child process whose stdout and stderr are appended to one log file
+// (every incarnation's output is kept, so the leak scan sees all of it).
+type proc struct {
+	name    string
+	path    string
+	args    []string
+	env     []string
+	logPath string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{}
+	starts int
+	kills  int
+}
+
+// errNotRunning is returned by kill when the process is not running.
+var errNotRunning = errors.New("not running")
+
+// start launches the process; it must not be running.
+func (p *proc) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		select {
+		case <-p.exited: // it ended on its own: start it again
+		default:
+			return fmt.Errorf("%s: already running", p.name)
+		}
+	}
+	f, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("%s: log: %w", p.name, err)
+	}
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = p.env
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("%s: start: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { // owned by proc: stop/kill wait for exited
+		_ = cmd.Wait()
+		_ = f.Close()
+		close(exited)
+	}()
+	p.cmd, p.exited = cmd, exited
+	p.starts++
+	return nil
+}
+
+// signal sends sig and waits for the process to exit (SIGKILL after grace).
+func (p *proc) signal(sig syscall.Signal, grace time.Duration) error {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.cmd = nil
+	if cmd != nil && sig == syscall.SIGKILL {
+		p.kills++
+	}
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s: %w", p.name, errNotRunning)
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	return nil
+}
+
+// kill SIGKILLs the process and waits for it.
+func (p *proc) kill() error { return p.signal(syscall.SIGKILL, 5*time.Second) }
+
+// stop sends SIGTERM and waits up to grace before SIGKILL.
+func (p *proc) stop(grace time.Duration) error { return p.signal(syscall.SIGTERM, grace) }
+
+// running reports whether the process was started and not yet stopped by us.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// counts returns how often the process was started and SIGKILLed.
+func (p *proc) counts() (starts, kills int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starts, p.kills
+}

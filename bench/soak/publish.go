@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// publisher publishes the plan at a steady rate, retrying while NATS is down, and schedules
+// the duplicate publishes.
+type publisher struct {
+	js       jetstream.JetStream
+	subjects events.Subjects
+
+	mu        sync.Mutex
+	published map[string]time.Time // command id → first successful publish
+	dups      int
+	retries   int
+}
+
+// message encodes p (or its duplicate, with a new Nats-Msg-Id) for publishing.
+func (pb *publisher) message(p *planned, dup bool) (*nats.Msg, error) {
+	var msg *nats.Msg
+	if p.poison != nil {
+		msg = nats.NewMsg(pb.subjects.Command(p.poison.subject))
+		for k, v := range p.poison.header {
+			msg.Header.Set(k, v)
+		}
+		msg.Data = p.poison.body
+	} else {
+		m, err := events.EncodeBinary(pb.subjects, p.cmd)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", p.cmd.ID, err)
+		}
+		msg = m
+	}
+	if dup {
+		msg.Header.Set("Nats-Msg-Id", p.cmd.ID+"-dup")
+	}
+	return msg, nil
+}
+
+// publishOne publishes until the stream acknowledges it or ctx ends.
+func (pb *publisher) publishOne(ctx context.Context, p *planned, dup bool) error {
+	msg, err := pb.message(p, dup)
+	if err != nil {
+		return err
+	}
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := pb.js.PublishMsg(pctx, msg)
+		cancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("publish %s: %w", p.cmd.ID, err)
+		}
+		pb.mu.Lock()
+		pb.retries++
+		pb.mu.Unlock()
+		time.Sleep(200 * time.Millisecond)
+	}
+	pb.mu.Lock()
+	defer pb.mu.Unlock()
+	if dup {
+		pb.dups++
+	} else if _, ok := pb.published[p.cmd.ID]; !ok {
+		pb.published[p.cmd.ID] = time.Now()
+	}
+	return nil
+}
+
+// run publishes every planned message at rate per second; each duplicate follows its
+// original 0.5–3 s later.
+func (pb *publisher) run(ctx context.Context, plan []*planned, rate float64, progress func(int)) error {
+	type due struct {
+		p  *planned
+		at time.Time
+	}
+	var dups []due
+	interval := time.Duration(float64(time.Second) / rate)
+	next := time.Now()
+	flush := func(all bool) error {
+		for len(dups) > 0 && (all || time.Now().After(dups[0].at)) {
+			if all {
+				time.Sleep(time.Until(dups[0].at))
+			}
+			if err := pb.publishOne(ctx, dups[0].p, true); err != nil {
+				return err
+			}
+			dups = dups[1:]
+		}
+		return nil
+	}
+	for i, p := range plan {
+		if d := time.Until(next); d > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(d):
+			}
+		}
+		next = next.Add(interval)
+		if err := flush(false); err != nil {
+			return err
+		}
+		if err := pb.publishOne(ctx, p, false); err != nil {
+			return err
+		}
+		if p.dup {
+			dups = append(dups, due{p, time.Now().Add(500*time.Millisecond + rand.N(2500*time.Millisecond))})
+			// keep them ordered by due time (insertion is nearly ordered already)
+			for j := len(dups) - 1; j > 0 && dups[j].at.Before(dups[j-1].at); j-- {
+				dups[j], dups[j-1] = dups[j-1], dups[j]
+			}
+		}
+		if progress != nil {
+			progress(i + 1)
+		}
+	}
+	return flush(true)
+}
