@@ -344,6 +344,9 @@ func (r *run) keepLease(ctx context.Context, lease store.Lease, g guards) (stop 
 				return
 			case <-t.C:
 				if err := r.p.cfg.Store.Renew(ctx, lease); err != nil {
+					if errors.Is(err, store.ErrLeaseLost) {
+						return // completed (or taken over): nothing left to keep alive
+					}
 					r.log.Warn("store: lease renewal failed", "err", err)
 				}
 				g.renew(ctx, r)
