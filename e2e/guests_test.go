@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -319,14 +318,7 @@ func TestResumedGuestCommandsNeverWriteTwice(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			cmd := e.guestCommand(tc.verb, tc.data)
-			dead := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: 200 * time.Millisecond})
-			claim, err := dead.Claim(context.Background(), store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead", Fingerprint: "x"})
-			if err != nil || claim.State != store.Claimed {
-				t.Fatalf("claim %v %v", claim.State, err)
-			}
-			if err := dead.Checkpoint(context.Background(), claim.Lease, store.Progress{Dispatched: true}); err != nil {
-				t.Fatal(err)
-			}
+			e.deadReplica(cmd, 200*time.Millisecond, store.Progress{Dispatched: true})
 			time.Sleep(300 * time.Millisecond)
 			tasksBefore := len(e.pve.Tasks())
 			e.start()

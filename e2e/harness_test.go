@@ -353,3 +353,20 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.buf.String()
 }
+
+// deadReplica plays a replica that claimed cmd with a lease of leaseTTL, recorded progress
+// (nothing when zero) and vanished without finishing.
+func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, progress store.Progress) {
+	e.t.Helper()
+	st := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: leaseTTL})
+	ctx := context.Background()
+	claim, err := st.Claim(ctx, store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead", Fingerprint: "x"})
+	if err != nil || claim.State != store.Claimed {
+		e.t.Fatalf("dead replica's claim: %v %v", claim.State, err)
+	}
+	if progress != (store.Progress{}) {
+		if err := st.Checkpoint(ctx, claim.Lease, progress); err != nil {
+			e.t.Fatalf("dead replica's checkpoint: %v", err)
+		}
+	}
+}

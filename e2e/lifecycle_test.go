@@ -153,10 +153,7 @@ func TestMaxDeliveries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cmd := e.command(pbs("pbs-stuck"))
-	holder := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: time.Hour})
-	if c, err := holder.Claim(context.Background(), store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "zombie", Fingerprint: "x"}); err != nil || c.State != store.Claimed {
-		t.Fatalf("claim: %v %v", c.State, err)
-	}
+	e.deadReplica(cmd, time.Hour, store.Progress{}) // a twin holding the command forever
 	// A short lease keeps the last delivery's wait for its twin (twenty lease lifetimes) short.
 	e.start(func(c *app.Config) { c.MaxDeliver, c.LeaseTTL = 2, 300*time.Millisecond })
 	res := e.send(cmd)

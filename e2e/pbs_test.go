@@ -1,7 +1,6 @@
 package e2e_test
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -285,16 +284,8 @@ func TestLostCreateAnswerAcrossRedeliveries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			cmd := e.command(pbs("pbs-crash"))
-			// The dead replica: claimed, wrote ahead, recorded the dispatch, then vanished.
-			shortLease := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: 300 * time.Millisecond})
-			ctx := context.Background()
-			claim, err := shortLease.Claim(ctx, store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead", Fingerprint: "x"})
-			if err != nil || claim.State != store.Claimed {
-				t.Fatalf("claim: %v %v", claim.State, err)
-			}
-			if err := shortLease.Checkpoint(ctx, claim.Lease, store.Progress{Dispatched: true}); err != nil {
-				t.Fatalf("checkpoint: %v", err)
-			}
+			// The dead replica: claimed, recorded the dispatch, then vanished.
+			e.deadReplica(cmd, 300*time.Millisecond, store.Progress{Dispatched: true})
 			if tc.applied {
 				e.pve.AddStorage(proxmox.StorageConfig{"storage": "pbs-crash", "type": "pbs", "server": "pbs.example.net", "port": "8007",
 					"datastore": "store1", "username": "backup@pbs!proxbus", "fingerprint": fingerprint, "content": "backup", "prune-backups": "keep-all=1"})
