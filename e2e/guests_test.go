@@ -11,7 +11,6 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
 	simpve "github.com/proxbus/proxbus/sim/pve"
-	"github.com/proxbus/proxbus/store"
 )
 
 // guestCommand builds a command of any verb for endpoint 1.
@@ -318,7 +317,7 @@ func TestResumedGuestCommandsNeverWriteTwice(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			cmd := e.guestCommand(tc.verb, tc.data)
-			e.deadReplica(cmd, 200*time.Millisecond, store.Progress{Dispatched: true})
+			e.deadReplica(cmd, 200*time.Millisecond, true)
 			time.Sleep(300 * time.Millisecond)
 			tasksBefore := len(e.pve.Tasks())
 			e.start()

@@ -22,6 +22,7 @@ import (
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/embedded"
 	"github.com/proxbus/proxbus/internal/testenv"
+	"github.com/proxbus/proxbus/netbox"
 	"github.com/proxbus/proxbus/proxmox"
 	simnetbox "github.com/proxbus/proxbus/sim/netbox"
 	simpve "github.com/proxbus/proxbus/sim/pve"
@@ -354,9 +355,11 @@ func (s *syncBuffer) String() string {
 	return s.buf.String()
 }
 
-// deadReplica plays a replica that claimed cmd with a lease of leaseTTL, recorded progress
-// (nothing when zero) and vanished without finishing.
-func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, progress store.Progress) {
+// deadReplica plays a replica that claimed cmd with a lease of leaseTTL, wrote its
+// write-ahead journal entry (on the object the pipeline journals on) when wroteEntry, and
+// vanished without recording anything else: the write-ahead entry is the only trace a crashed
+// replica leaves, and the resumed command treats it as "the write may have been sent".
+func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, wroteEntry bool) {
 	e.t.Helper()
 	st := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: leaseTTL})
 	ctx := context.Background()
@@ -364,9 +367,25 @@ func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, progress s
 	if err != nil || claim.State != store.Claimed {
 		e.t.Fatalf("dead replica's claim: %v %v", claim.State, err)
 	}
-	if progress != (store.Progress{}) {
-		if err := st.Checkpoint(ctx, claim.Lease, progress); err != nil {
-			e.t.Fatalf("dead replica's checkpoint: %v", err)
+	if !wroteEntry {
+		return
+	}
+	nb, err := netbox.New(netbox.Config{URL: e.base.NetBoxURL, Token: e.base.NetBoxToken, Timeout: 5 * time.Second})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	objectType, objectID := netbox.ObjectTypeEndpoint, cmd.EndpointID
+	var guest struct {
+		VM json.Number `json:"vm"`
+	}
+	if json.Unmarshal(cmd.Data, &guest) == nil && guest.VM != "" {
+		vmid, _ := guest.VM.Int64()
+		if vms, err := nb.VMsByProxmoxID(ctx, vmid); err == nil && len(vms) == 1 {
+			objectType, objectID = netbox.ObjectTypeVM, vms[0].ID
 		}
+	}
+	if _, err := nb.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindInfo,
+		Comments: "- verb: " + cmd.Verb + "\n- actor: tester\n- result: in_progress\n- command_id: " + cmd.ID + "\n"}); err != nil {
+		e.t.Fatalf("dead replica's journal entry: %v", err)
 	}
 }

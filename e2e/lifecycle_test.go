@@ -153,7 +153,7 @@ func TestMaxDeliveries(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cmd := e.command(pbs("pbs-stuck"))
-	e.deadReplica(cmd, time.Hour, store.Progress{}) // a twin holding the command forever
+	e.deadReplica(cmd, time.Hour, false) // a twin holding the command forever
 	// A short lease keeps the last delivery's wait for its twin (twenty lease lifetimes) short.
 	e.start(func(c *app.Config) { c.MaxDeliver, c.LeaseTTL = 2, 300*time.Millisecond })
 	res := e.send(cmd)

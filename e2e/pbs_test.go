@@ -10,7 +10,6 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/proxmox"
-	"github.com/proxbus/proxbus/store"
 )
 
 // TestGateRefusals pins contract §4 step 1: refusals before decoding, 403 with the reason, and
@@ -285,7 +284,7 @@ func TestLostCreateAnswerAcrossRedeliveries(t *testing.T) {
 			e := newEnv(t)
 			cmd := e.command(pbs("pbs-crash"))
 			// The dead replica: claimed, recorded the dispatch, then vanished.
-			e.deadReplica(cmd, 300*time.Millisecond, store.Progress{Dispatched: true})
+			e.deadReplica(cmd, 300*time.Millisecond, true)
 			if tc.applied {
 				e.pve.AddStorage(proxmox.StorageConfig{"storage": "pbs-crash", "type": "pbs", "server": "pbs.example.net", "port": "8007",
 					"datastore": "store1", "username": "backup@pbs!proxbus", "fingerprint": fingerprint, "content": "backup", "prune-backups": "keep-all=1"})

@@ -11,7 +11,8 @@ import (
 )
 
 // Exec is what a verb's Dispatch gets: the endpoint's Proxmox client, step reporting, and the
-// dispatch marker that makes writes safe across crashes and redeliveries.
+// dispatch flag that, with the write-ahead journal entry, makes writes safe across crashes and
+// redeliveries.
 type Exec struct {
 	// Proxmox is the endpoint's client.
 	Proxmox *proxmox.Client
@@ -29,8 +30,9 @@ func (r *run) exec(lease *store.Lease, progress store.Progress) *Exec {
 }
 
 // PriorDispatch reports whether an earlier attempt of this command may already have sent its
-// write (it recorded the dispatch and then stopped). A verb must then confirm by reading and
-// never send the write again.
+// write: it suspended after marking the dispatch, or it stopped without recording anything
+// after writing its journal entry. A verb must then confirm by reading and never send the
+// write again.
 func (x *Exec) PriorDispatch() bool { return x.prior }
 
 // Dispatched reports whether this command's write may have been sent.
@@ -41,19 +43,17 @@ func (x *Exec) Dispatched() bool { return x.progress.Dispatched }
 // records it when it suspends the command for redelivery.
 func (x *Exec) UnmarkDispatched() { x.progress.Dispatched = false }
 
-// MarkDispatched records, before the write is sent, that it may be sent. A verb calls it right
-// before its Proxmox write; when it fails the verb must not write (it returns the error, which
-// the pipeline retries).
+// MarkDispatched notes, right before a verb sends its Proxmox write, that the write may be
+// sent from now on. It costs no round trip: the write-ahead journal entry already is the
+// command's intent record (a later owner that finds it after a crash assumes the write may have
+// been sent), and this flag only decides, in this attempt, whether a transient failure may
+// suspend the command for a plain retry (the pipeline records it then with Suspend). A verb
+// must call it before its write and must not write when it fails (it fails only for reads).
 func (x *Exec) MarkDispatched(ctx context.Context) error {
 	if x.lease == nil {
 		return fmt.Errorf("%w: a read verb cannot write", errTransient)
 	}
-	p := x.progress
-	p.Dispatched = true
-	if err := x.r.p.cfg.Store.Checkpoint(ctx, *x.lease, p); err != nil {
-		return fmt.Errorf("%w: recording the dispatch: %v", errTransient, err)
-	}
-	x.progress = p
+	x.progress.Dispatched = true
 	return nil
 }
 

@@ -101,12 +101,3 @@ func (r *run) finalize(ctx context.Context, progress store.Progress, out Outcome
 	}
 	return journalState{url: progress.JournalURL, finalized: false}
 }
-
-// abandonEntry closes a write-ahead entry whose command will not be dispatched by this attempt,
-// so no entry stays in_progress.
-func (r *run) abandonEntry(ctx context.Context, progress store.Progress) {
-	out := Outcome{Result: "not_dispatched", Reason: ReasonStoreUnavailable, Detail: "the command will be retried"}
-	if err := r.p.cfg.Journal.UpdateJournalEntry(ctx, progress.JournalID, netbox.KindWarning, r.comments(out, "")); err != nil {
-		r.log.Warn("journal: abandoned entry not closed", "err", err)
-	}
-}

@@ -25,11 +25,16 @@ type EndpointLookup interface {
 	Endpoint(ctx context.Context, id int64) (netbox.Endpoint, error)
 }
 
-// JournalWriter writes NetBox journal entries and finds the NetBox VM a guest's entries go on.
+// JournalWriter writes and finds NetBox journal entries and finds the NetBox VM a guest's entries
+// go on.
 type JournalWriter interface {
 	CreateJournalEntry(ctx context.Context, e netbox.JournalEntry) (netbox.JournalRef, error)
 	UpdateJournalEntry(ctx context.Context, id int64, kind netbox.Kind, comments string) error
 	VMsByProxmoxID(ctx context.Context, vmid int64) ([]netbox.VM, error)
+	// FindJournalEntry finds a command's write-ahead entry on an object: the newest entry
+	// whose command_id bullet is commandID, or an error wrapping netbox.ErrNotFound. A crashed
+	// command is resumed from it.
+	FindJournalEntry(ctx context.Context, objectType string, objectID int64, commandID string) (netbox.JournalRef, error)
 }
 
 // ProxmoxClients returns the Proxmox client of an endpoint from the endpoints file.

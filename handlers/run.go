@@ -156,7 +156,7 @@ func (r *run) refuseInvalid(ctx context.Context, out Outcome) Decision {
 
 // write is contract §4 steps 3–7 for a valid write command.
 func (r *run) write(ctx context.Context) Decision {
-	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner()}
+	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards()}
 	if r.cmd.IdempotencyKey != "" {
 		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
 	}
@@ -178,6 +178,8 @@ func (r *run) write(ctx context.Context) Decision {
 	case store.Busy, store.IdemInFlight:
 		r.log.Info("twin in flight; waiting", "state", claim.State.String())
 		return Decision{Action: Retry, Delay: r.p.cfg.BusyDelay}
+	case store.GuardBusy:
+		return r.retry(ctx, r.p.cfg.BusyDelay, "wait", r.busyGuard(claim))
 	case store.Claimed, store.Resumed:
 	default:
 		return r.retry(ctx, 0, "store", "unexpected claim state "+claim.State.String())
@@ -186,24 +188,21 @@ func (r *run) write(ctx context.Context) Decision {
 		r.release(context.WithoutCancel(ctx), claim.Lease)
 		return Decision{Action: Retry}
 	}
-	guards, d := r.acquireGuards(ctx, claim)
-	if d != nil {
-		return *d
-	}
 	// From the write-ahead entry on, the command is completed even while the process drains.
 	ctx = context.WithoutCancel(ctx)
-	defer guards.release(ctx)
-	stop := r.keepLease(ctx, claim.Lease, guards)
+	stop := r.keepLease(ctx, claim.Lease)
 	defer stop()
 	return r.execute(ctx, claim)
 }
 
-// claim takes the command's claim (contract §5). A twin in flight is waited for by
-// redelivery, except on the last delivery: there the wait happens here, heartbeated by the
+// claim takes the command's claim and its guards (contract §5). A twin in flight is waited for
+// by redelivery, except on the last delivery: there the wait happens here, heartbeated by the
 // consumer, for up to twenty lease lifetimes (a twin resumed after a crash must finish first),
-// so a duplicate is not dead-lettered merely for arriving while its twin ran. Likewise an
-// unreachable store is waited for by redelivery and, on the last delivery, here, for as long
-// as it takes: nothing is answered or acked while the store is down.
+// so a duplicate is not dead-lettered merely for arriving while its twin ran. A guard held
+// elsewhere is waited for the same way, on the last delivery for as long as it takes (or until
+// the process drains). Likewise an unreachable store is waited for by redelivery and, on the
+// last delivery, here, for as long as it takes: nothing is answered or acked while the store is
+// down.
 func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, error) {
 	deadline := r.p.cfg.Now().Add(20 * r.p.cfg.Store.Options().LeaseTTL)
 	storeWait := 100 * time.Millisecond
@@ -216,6 +215,8 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 			wait, storeWait = storeWait, min(2*storeWait, 5*time.Second)
 		case err != nil:
 			return claim, err
+		case claim.State == store.GuardBusy && r.at.Last() && ctx.Err() == nil:
+			// waits for the guard, without a deadline
 		case claim.State != store.Busy && claim.State != store.IdemInFlight:
 			return claim, nil
 		case !r.at.Last() || r.p.cfg.Now().After(deadline):
@@ -229,8 +230,18 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 	}
 }
 
+// execute runs a claimed command from its write-ahead journal entry to its result. The
+// write-ahead entry is the command's intent record: nothing is checkpointed to Redis on the way,
+// so the happy path costs the store only Claim and Complete.
 func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 	lease, progress := claim.Lease, claim.Progress
+	if claim.State == store.Resumed && !claim.ProgressKnown {
+		found, d := r.recoverProgress(ctx, lease)
+		if d != nil {
+			return *d
+		}
+		progress = found
+	}
 	if progress.JournalID == 0 {
 		objectType, objectID, err := r.journalTarget(ctx)
 		var ref netbox.JournalRef
@@ -250,16 +261,11 @@ func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 			return r.complete(ctx, lease, out, journalState{})
 		}
 		progress.JournalID, progress.JournalURL = ref.ID, ref.URL
-		if err := r.p.cfg.Store.Checkpoint(ctx, lease, progress); err != nil {
-			r.log.Warn("store: checkpoint failed; nothing dispatched", "err", err)
-			r.abandonEntry(ctx, progress)
-			r.release(ctx, lease)
-			return r.retry(ctx, 0, "store", err.Error())
-		}
 	}
 	x := r.exec(&lease, progress)
 	if claim.State == store.Resumed {
-		r.log.Info("resuming a command whose previous owner stopped", "prior_dispatch", progress.Dispatched)
+		r.log.Info("resuming a command whose previous owner stopped", "prior_dispatch", progress.Dispatched,
+			"progress_recorded", claim.ProgressKnown)
 	}
 	out, err := r.prep.dispatch(ctx, x)
 	if err != nil {
@@ -275,6 +281,39 @@ func (r *run) execute(ctx context.Context, claim store.Claim) Decision {
 	}
 	journal := r.finalize(ctx, progress, out, out.UPID)
 	return r.complete(ctx, lease, out, journal)
+}
+
+// recoverProgress is the resume of a command whose previous owner stopped without recording
+// its progress (a crash): its write-ahead entry in NetBox says whether it had begun. Found →
+// that entry, and the write may have been sent (verbs confirm by reading, never resend); not
+// found → nothing was written or dispatched, the command runs as new. NetBox unreachable →
+// the claim is yielded (still "unknown" for the next owner) and the command redelivered; on the
+// last delivery it ends 503 netbox_journal_unavailable.
+func (r *run) recoverProgress(ctx context.Context, lease store.Lease) (store.Progress, *Decision) {
+	objectType, objectID, err := r.journalTarget(ctx)
+	var ref netbox.JournalRef
+	if err == nil {
+		ref, err = r.p.cfg.Journal.FindJournalEntry(ctx, objectType, objectID, r.cmd.ID)
+	}
+	switch {
+	case err == nil:
+		r.log.Info("resumed: found the write-ahead entry of the previous owner; the write may have been sent", "journal_entry_url", ref.URL)
+		return store.Progress{JournalID: ref.ID, JournalURL: ref.URL, Dispatched: true}, nil
+	case errors.Is(err, netbox.ErrNotFound):
+		r.log.Info("resumed: the previous owner wrote no journal entry; running as new")
+		return store.Progress{}, nil
+	}
+	r.log.Warn("journal: the previous owner's entry could not be searched", "err", err)
+	if netbox.IsTransient(err) && !r.at.Last() {
+		if yerr := r.p.cfg.Store.Yield(ctx, lease); yerr != nil && !errors.Is(yerr, store.ErrLeaseLost) {
+			r.log.Warn("store: yield failed", "err", yerr)
+		}
+		d := r.retry(ctx, 0, "journal", "journal search failed")
+		return store.Progress{}, &d
+	}
+	out := Outcome{Status: 503, Result: ResultFailed, Reason: ReasonJournalUnavailable, Detail: "the journal could not be searched for the interrupted attempt's entry"}
+	d := r.complete(ctx, lease, out, journalState{})
+	return store.Progress{}, &d
 }
 
 // refuseReused answers 422 idempotency_key_reused without journaling or writing.
@@ -327,9 +366,9 @@ func (r *run) release(ctx context.Context, lease store.Lease) {
 	}
 }
 
-// keepLease renews the command's lease until the returned stop is called (which waits for the
-// renewer to end).
-func (r *run) keepLease(ctx context.Context, lease store.Lease, g guards) (stop func()) {
+// keepLease renews the command's lease, its Idempotency-Key record and its guards (one Redis
+// script) until the returned stop is called (which waits for the renewer to end).
+func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
 	every := r.p.cfg.Store.Options().LeaseTTL / 3
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -343,13 +382,16 @@ func (r *run) keepLease(ctx context.Context, lease store.Lease, g guards) (stop 
 			case <-done:
 				return
 			case <-t.C:
-				if err := r.p.cfg.Store.Renew(ctx, lease); err != nil {
-					if errors.Is(err, store.ErrLeaseLost) {
-						return // completed (or taken over): nothing left to keep alive
-					}
+				err := r.p.cfg.Store.Renew(ctx, lease)
+				switch {
+				case errors.Is(err, store.ErrLeaseLost):
+					return // completed (or taken over): nothing left to keep alive
+				case errors.Is(err, store.ErrGuardLost):
+					// the claim's own fencing keeps the command's records safe
+					r.log.Warn("store: a guard expired and was taken by another command", "err", err)
+				case err != nil:
 					r.log.Warn("store: lease renewal failed", "err", err)
 				}
-				g.renew(ctx, r)
 			}
 		}
 	}()

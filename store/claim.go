@@ -31,6 +31,10 @@ const (
 	// IdemReused: the key was used by another command with a different fingerprint within the
 	// window; nothing was written.
 	IdemReused
+	// GuardBusy: the caller would own the command, but one of the guards it asked for
+	// ([ClaimRequest.Guards]) is held by another command (Claim.BusyGuard says which). Nothing
+	// was written (no identity, no Idempotency-Key record, no guard): the caller retries later.
+	GuardBusy
 )
 
 // String returns the lower-case name of the state ("claimed", "idem_replay", …), or
@@ -51,6 +55,8 @@ func (c ClaimState) String() string {
 		return "idem_inflight"
 	case IdemReused:
 		return "idem_reused"
+	case GuardBusy:
+		return "guard_busy"
 	default:
 		return "ClaimState(" + strconv.Itoa(int(c)) + ")"
 	}
@@ -60,10 +66,34 @@ func (c ClaimState) String() string {
 var claimStates = map[string]ClaimState{
 	"claimed": Claimed, "resumed": Resumed, "busy": Busy, "done": Done,
 	"idem_replay": IdemReplay, "idem_inflight": IdemInFlight, "idem_reused": IdemReused,
+	"guard_busy": GuardBusy,
 }
 
-// Progress is what an owner has recorded about a running command, so that a later owner
-// never repeats a write.
+// The guards [Claim.BusyGuard] names.
+const (
+	// GuardResource is the resource lease ([Guards.Resource]).
+	GuardResource = "resource"
+	// GuardSlot is the endpoint slot ([Guards.Slot]).
+	GuardSlot = "slot"
+)
+
+// Guards are what a write command holds besides its claim while it runs. Both are optional.
+type Guards struct {
+	// Resource, when set, is the exclusive lease on one guest or node: two commands holding it
+	// never run at once, on any replica.
+	Resource *ResourceKey
+	// Slot, when set, is a place among the endpoint's max_parallel running commands.
+	Slot *SlotRequest
+}
+
+// SlotRequest asks for one of the Max slots of an endpoint.
+type SlotRequest struct {
+	EndpointID int64
+	Max        int
+}
+
+// Progress is what an owner records about a running command when it suspends it
+// ([Store.Suspend]), so that a later owner never repeats a write.
 type Progress struct {
 	JournalID  int64  `json:"journal_id,omitempty"`
 	JournalURL string `json:"journal_url,omitempty"`
@@ -77,17 +107,29 @@ type ClaimRequest struct {
 	Idem *IdemScope
 	// Fingerprint is the hash of the canonical, secret-free request data.
 	Fingerprint string
-	// Owner is unique per attempt (instance id + random).
+	// Owner is unique per attempt (instance id + random). It also holds the guards.
 	Owner string
+	// Guards are taken in the same atomic step when the caller would own the command (Claimed
+	// or Resumed); when one is held elsewhere the answer is GuardBusy and nothing changes.
+	Guards Guards
 }
 
 // Claim is the answer of [Store.Claim].
 type Claim struct {
 	State ClaimState
-	// Lease is valid for Claimed and Resumed: pass it to Checkpoint, Renew, Complete, Release.
+	// Lease is valid for Claimed and Resumed: pass it to Renew, Complete, Release, Suspend or
+	// Yield.
 	Lease Lease
-	// Progress is, for Resumed, what the previous owner recorded.
+	// Progress is, for Resumed with ProgressKnown, what the previous owner recorded when it
+	// suspended the command.
 	Progress Progress
+	// ProgressKnown is, for Resumed, true when the previous owner suspended the command and
+	// recorded its exact progress; false when it stopped without recording (a crash, a lost
+	// lease): the caller must then find the command's write-ahead journal entry itself and,
+	// when one exists, assume the write may have been sent.
+	ProgressKnown bool
+	// BusyGuard is, for GuardBusy, which guard is held elsewhere: GuardResource or GuardSlot.
+	BusyGuard string
 	// Result is the stored result for Done and IdemReplay.
 	Result []byte
 	// OriginalCommand is, for IdemReplay, IdemInFlight and IdemReused, the command owning the
@@ -102,33 +144,44 @@ type Lease struct {
 	Idem    *IdemScope
 	Owner   string
 	Token   int64
+	// Guards are the guards the claim took (the resource lease carries Token as its fencing
+	// token); Renew renews them and Complete, Release and Suspend give them back.
+	Guards Guards
 }
 
-// Claim decides, in one atomic step over both idempotency layers, whether the caller may
-// execute req.Command (see [ClaimState] for the outcomes, checked in this order: identity
-// done, identity busy, Idempotency-Key owned by another command, then claim). A claim sets the
-// identity record running with a lease of LeaseTTL and a new fencing token, and the
-// Idempotency-Key record running for this command. An Idempotency-Key record of another
-// command whose lease expired counts as absent and is taken over only when that command had
-// not begun (no journal entry, no dispatch marker); otherwise it stays IdemInFlight until the
-// command's own redelivery resumes and finishes it.
-// Errors are ErrInvalid (no owner, source or id) or wrapped Redis errors.
+// Claim decides, in one atomic step over both idempotency layers and the guards, whether the
+// caller may execute req.Command (see [ClaimState] for the outcomes, checked in this order:
+// identity done, identity busy, Idempotency-Key owned by another command, guards held
+// elsewhere, then claim). A claim sets the identity record running with a lease of LeaseTTL and
+// a new fencing token, the Idempotency-Key record running for this command, and takes the
+// guards asked for (the resource lease with the same token and deadline, the endpoint slot with
+// the same deadline). An Idempotency-Key record of another command whose lease expired counts
+// as absent and is taken over only when that command had certainly not begun (it suspended
+// before its journal entry); one that stopped without suspending may have begun, and one that
+// suspended after its journal entry has: the key stays IdemInFlight until the command's own
+// redelivery resumes and finishes it.
+// Errors are ErrInvalid (no owner, source or id; an invalid guard) or wrapped Redis errors.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if req.Owner == "" || req.Command.Source == "" || req.Command.ID == "" {
 		return Claim{}, fmt.Errorf("%w: claim needs an owner, a source and an id", ErrInvalid)
 	}
-	keys := []string{s.cmdKey(req.Command), s.fenceKey()}
-	if req.Idem != nil {
-		keys = append(keys, s.idemKey(*req.Idem))
+	if err := req.Guards.validate(); err != nil {
+		return Claim{}, fmt.Errorf("store: claim: %w", err)
+	}
+	keys, idx := s.optionalKeys([]string{s.cmdKey(req.Command), s.fenceKey()}, req.Idem, req.Guards)
+	slotMax := 0
+	if req.Guards.Slot != nil {
+		slotMax = req.Guards.Slot.Max
 	}
 	raw, err := s.scripts.claim.Run(ctx, s.rdb, keys,
 		s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
 		req.Owner, req.Fingerprint, req.Command.Hash(), req.Command.Source, req.Command.ID,
+		idx[0], idx[1], idx[2], slotMax, millis(s.lockKeyTTL()),
 	).StringSlice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("store: claim: %w", err)
 	}
-	if len(raw) != 8 {
+	if len(raw) != 10 {
 		return Claim{}, fmt.Errorf("store: claim: unexpected script answer of %d fields", len(raw))
 	}
 	state, ok := claimStates[raw[0]]
@@ -142,8 +195,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		if err != nil {
 			return Claim{}, fmt.Errorf("store: claim: fencing token: %w", err)
 		}
-		out.Lease = Lease{Command: req.Command, Idem: req.Idem, Owner: req.Owner, Token: token}
-		if state == Resumed {
+		out.Lease = Lease{Command: req.Command, Idem: req.Idem, Owner: req.Owner, Token: token, Guards: req.Guards}
+		if state == Resumed && raw[8] == "1" {
+			out.ProgressKnown = true
 			out.Progress.JournalURL = raw[3]
 			out.Progress.Dispatched = raw[4] == "1"
 			if raw[2] != "" {
@@ -154,9 +208,43 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		}
 	case Done, IdemReplay:
 		out.Result = []byte(raw[5])
+	case GuardBusy:
+		out.BusyGuard = raw[9]
 	}
 	if state == IdemReplay || state == IdemInFlight || state == IdemReused {
 		out.OriginalCommand = CommandKey{Source: raw[6], ID: raw[7]}
 	}
 	return out, nil
+}
+
+// validate reports ErrInvalid for a resource key without kind or id, or a slot with Max < 1.
+func (g Guards) validate() error {
+	if g.Resource != nil {
+		if err := g.Resource.validate(); err != nil {
+			return err
+		}
+	}
+	if g.Slot != nil && g.Slot.Max < 1 {
+		return fmt.Errorf("slot max %d: %w", g.Slot.Max, ErrInvalid)
+	}
+	return nil
+}
+
+// optionalKeys appends the keys of idem and g that are set to keys and returns them with the
+// 1-based Lua index of each (idem, lock, slots), 0 when absent.
+func (s *Store) optionalKeys(keys []string, idem *IdemScope, g Guards) ([]string, [3]int) {
+	var idx [3]int
+	if idem != nil {
+		keys = append(keys, s.idemKey(*idem))
+		idx[0] = len(keys)
+	}
+	if g.Resource != nil {
+		keys = append(keys, s.lockKey(*g.Resource))
+		idx[1] = len(keys)
+	}
+	if g.Slot != nil {
+		keys = append(keys, s.slotsKey(g.Slot.EndpointID))
+		idx[2] = len(keys)
+	}
+	return keys, idx
 }

@@ -58,27 +58,38 @@ func TestClaimPaths(t *testing.T) {
 			want:  store.Claim{State: store.Busy},
 		},
 		{
-			name: "expired lease is resumed with the dead owner's progress",
+			name: "suspended command is resumed with the recorded progress",
 			setup: func(t *testing.T, e *env) {
 				c := e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
-				if err := e.s.Checkpoint(context.Background(), c.Lease, progress); err != nil {
-					t.Fatalf("checkpoint: %v", err)
+				if err := e.s.Suspend(context.Background(), c.Lease, progress); err != nil {
+					t.Fatalf("suspend: %v", err)
 				}
+			},
+			req:  req(cmdA, scope, "fp1", "o2"),
+			want: store.Claim{State: store.Resumed, Progress: progress, ProgressKnown: true},
+		},
+		{
+			// o1 suspended with progress; o1b resumed with it, then crashed: o1's progress is
+			// not handed on, since o1b may have gone further
+			name: "expired lease of a crashed owner is resumed without known progress",
+			setup: func(t *testing.T, e *env) {
+				c := e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
+				if err := e.s.Suspend(context.Background(), c.Lease, progress); err != nil {
+					t.Fatalf("suspend: %v", err)
+				}
+				e.mustClaim(t, req(cmdA, scope, "fp1", "o1b"), store.Resumed)
 				e.clk.Advance(expired)
 			},
 			req:  req(cmdA, scope, "fp1", "o2"),
-			want: store.Claim{State: store.Resumed, Progress: progress},
+			want: store.Claim{State: store.Resumed},
 		},
 		{
 			name: "same owner claiming again resumes",
 			setup: func(t *testing.T, e *env) {
-				c := e.mustClaim(t, req(cmdA, nil, "fp1", "o1"), store.Claimed)
-				if err := e.s.Checkpoint(context.Background(), c.Lease, store.Progress{JournalID: 7}); err != nil {
-					t.Fatalf("checkpoint: %v", err)
-				}
+				e.mustClaim(t, req(cmdA, nil, "fp1", "o1"), store.Claimed)
 			},
 			req:  req(cmdA, nil, "fp1", "o1"),
-			want: store.Claim{State: store.Resumed, Progress: store.Progress{JournalID: 7}},
+			want: store.Claim{State: store.Resumed},
 		},
 		{
 			name:  "key of another command with another fingerprint is reused",
@@ -118,10 +129,23 @@ func TestClaimPaths(t *testing.T) {
 			after: noRecordFor(cmdB),
 		},
 		{
-			name: "key of a command whose lease expired is taken over",
+			name: "key of a command that crashed is in flight (it may have begun)",
 			setup: func(t *testing.T, e *env) {
 				e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
 				e.clk.Advance(expired)
+			},
+			req:   req(cmdB, scope, "fp1", "o2"),
+			want:  store.Claim{State: store.IdemInFlight, OriginalCommand: cmdA},
+			after: noRecordFor(cmdB),
+		},
+		{
+			name: "key of a command suspended before it began is taken over",
+			setup: func(t *testing.T, e *env) {
+				c := e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
+				if err := e.s.Suspend(context.Background(), c.Lease, store.Progress{}); err != nil {
+					t.Fatalf("suspend: %v", err)
+				}
+				e.clk.Advance(expired) // the key record keeps its lease until then
 			},
 			req:  req(cmdB, scope, "fp1", "o2"),
 			want: store.Claim{State: store.Claimed},
@@ -137,7 +161,10 @@ func TestClaimPaths(t *testing.T) {
 		{
 			name: "expired key is taken over even with another fingerprint",
 			setup: func(t *testing.T, e *env) {
-				e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
+				c := e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
+				if err := e.s.Suspend(context.Background(), c.Lease, store.Progress{}); err != nil {
+					t.Fatalf("suspend: %v", err)
+				}
 				e.clk.Advance(expired)
 			},
 			req:  req(cmdB, scope, "fp2", "o2"),
@@ -188,8 +215,11 @@ func assertClaim(t *testing.T, r store.ClaimRequest, got, want store.Claim) {
 	if string(got.Result) != string(want.Result) {
 		t.Errorf("result %q, want %q", got.Result, want.Result)
 	}
-	if got.Progress != want.Progress {
-		t.Errorf("progress %+v, want %+v", got.Progress, want.Progress)
+	if got.Progress != want.Progress || got.ProgressKnown != want.ProgressKnown {
+		t.Errorf("progress %+v (known %v), want %+v (known %v)", got.Progress, got.ProgressKnown, want.Progress, want.ProgressKnown)
+	}
+	if got.BusyGuard != want.BusyGuard {
+		t.Errorf("busy guard %q, want %q", got.BusyGuard, want.BusyGuard)
 	}
 	if got.OriginalCommand != want.OriginalCommand {
 		t.Errorf("original command %+v, want %+v", got.OriginalCommand, want.OriginalCommand)
@@ -259,18 +289,21 @@ func TestClaimStateString(t *testing.T) {
 }
 
 // TestIdemTwinWaitsForAStartedCommand pins that a twin never starts over a key whose command
-// died after it began its work (it resumes on its own redelivery), while a key whose command
-// died before beginning is taken over.
+// may have begun its work (it stopped without suspending, or suspended after its journal entry
+// or dispatch: it resumes on its own redelivery), while a key whose command suspended before
+// beginning is taken over.
 func TestIdemTwinWaitsForAStartedCommand(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
+		suspend  bool
 		progress store.Progress
 		want     store.ClaimState
 	}{
-		{"dispatched", store.Progress{Dispatched: true}, store.IdemInFlight},
-		{"journal written", store.Progress{JournalID: 3, JournalURL: "u"}, store.IdemInFlight},
-		{"not begun", store.Progress{}, store.Claimed},
+		{"crashed", false, store.Progress{}, store.IdemInFlight},
+		{"suspended after dispatch", true, store.Progress{Dispatched: true}, store.IdemInFlight},
+		{"suspended after the journal entry", true, store.Progress{JournalID: 3, JournalURL: "u"}, store.IdemInFlight},
+		{"suspended before beginning", true, store.Progress{}, store.Claimed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -278,8 +311,8 @@ func TestIdemTwinWaitsForAStartedCommand(t *testing.T) {
 			e := newEnv(t, nil)
 			ctx := context.Background()
 			c := e.mustClaim(t, req(cmdA, scope, "fp1", "dead"), store.Claimed)
-			if tt.progress != (store.Progress{}) {
-				if err := e.s.Checkpoint(ctx, c.Lease, tt.progress); err != nil {
+			if tt.suspend {
+				if err := e.s.Suspend(ctx, c.Lease, tt.progress); err != nil {
 					t.Fatal(err)
 				}
 			}

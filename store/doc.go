@@ -1,10 +1,18 @@
 // Package store keeps proxbus's shared state in Redis: command identity records, the
 // Idempotency-Key window with request fingerprints, single-flight claims across replicas with
-// leases and fencing tokens, the pending journal repairs (contract §5 and §6), per-resource
-// leases (one command per guest or node at a time) and per-endpoint slots (max_parallel).
+// leases and fencing tokens, the pending journal repairs (contract §5 and §6), and a command's
+// guards: the per-resource lease (one command per guest or node at a time) and the
+// per-endpoint slot (max_parallel), which exist only as part of a claim ([ClaimRequest.Guards]).
 //
 // Every state change is one Lua script (EVALSHA, falling back to EVAL), so replicas never race
-// between a read and a write. "Now" is passed to the scripts in milliseconds from
+// between a read and a write: claim, renew, suspend (also for [Store.Yield]), complete,
+// complete-replay, release and update-result for commands; save, get, delete, pending, claim
+// and reschedule for repairs. The guards have no scripts of their own: the claim script takes
+// them, renew renews them, and complete, release and suspend give them back.
+// A write command costs two round trips on its happy path: [Store.Claim] decides identity and
+// Idempotency-Key and takes the command's guards in one script, [Store.Complete] stores the
+// result and gives the guards back in another; a long command adds one [Store.Renew] (claim,
+// key and guards) per third of its lease. "Now" is passed to the scripts in milliseconds from
 // [Options.Now], so leases follow the caller's clock; key lifetimes use PEXPIRE.
 // The store stores opaque result bytes handed to it by callers (who redact them first) and
 // never logs.
@@ -16,7 +24,10 @@
 //
 //	<prefix>:cmd:<sha256hex(source + "\n" + id)>                    hash  command identity (TTL DedupeTTL)
 //	    state=running|done, owner, token, lease (deadline, ms since epoch), fp, src, id, idem
-//	    (its idempotency key name), journal_id, journal_url, dispatched=1, result (when done)
+//	    (its idempotency key name), result (when done); while suspended ([Store.Suspend]):
+//	    suspended=1, journal_id, journal_url, dispatched=0|1 (a running record without
+//	    suspended=1 belongs to an owner that may be working or may have crashed: its progress
+//	    is unknown and is read back from the NetBox journal)
 //	<prefix>:idem:<sha256hex(endpoint id (decimal) + "|" + verb + "|" + resource + "|" + key)>
 //	                                                                hash  Idempotency-Key record
 //	    state=running|done, cmd (owning command's hash), fp, owner, token, lease, src, id, result
@@ -28,14 +39,17 @@
 //	                                                                      scored by next attempt (ms since epoch)
 //	<prefix>:lock:<endpoint id>:<kind>:<id>                         hash  per-resource lease; kind guest (id = vmid)
 //	                                                                      or node (id = node name)
-//	    owner, token (fencing, from <prefix>:fence), lease (deadline, ms since epoch)
+//	    owner, token (the holding claim's owner and fencing token), lease (deadline, ms since
+//	    epoch; the claim's deadline)
 //	    (TTL 2×LeaseTTL, renewed with the lease; the deadline decides)
-//	<prefix>:slots:<endpoint id>                                    zset  max_parallel slot holders scored by deadline
-//	                                                                      (ms since epoch; TTL 2×LeaseTTL)
+//	<prefix>:slots:<endpoint id>                                    zset  max_parallel slot holders (claim owners)
+//	                                                                      scored by deadline (ms since epoch;
+//	                                                                      TTL 2×LeaseTTL)
 //
-// A key whose command lost its lease is taken over by a twin only when that command had not
-// begun its work (no journal entry, no dispatch marker); otherwise the twin keeps waiting for
-// the command's own redelivery to resume it, so a key never runs its write twice.
+// A key whose command lost its lease is taken over by a twin only when that command had
+// certainly not begun its work (it suspended before its journal entry); when it stopped
+// without suspending (a crash) or suspended after its journal entry, the twin keeps waiting
+// for the command's own redelivery to resume it, so a key never runs its write twice.
 //
 // Redis holds all of this in memory: run it with persistence (AOF) or replication. A Redis
 // that restarts empty forgets finished commands, keys, leases and pending repairs.

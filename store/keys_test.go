@@ -28,18 +28,15 @@ func TestKeyNames(t *testing.T) {
 	e := newEnv(t, func(o *store.Options) { o.Window = 45 * time.Second })
 	p := e.redis.Prefix
 	l := e.mustComplete(t, req(cmdA, scope, "fp1", "o1"), "r")
-	e.mustClaim(t, req(cmdB, nil, "fp1", "o2"), store.Claimed)
+	guarded := req(cmdB, nil, "fp1", "o2")
+	res := store.GuestResource(3, 105)
+	guarded.Guards = store.Guards{Resource: &res, Slot: &store.SlotRequest{EndpointID: 3, Max: 2}}
+	b := e.mustClaim(t, guarded, store.Claimed)
 	if err := e.s.SaveRepair(ctx, store.Repair{Command: cmdA, Kind: "success"}); err != nil {
 		t.Fatalf("save repair: %v", err)
 	}
 	if l.Token <= 0 {
 		t.Fatalf("token %d", l.Token)
-	}
-	if _, ok, err := e.s.AcquireResource(ctx, store.GuestResource(3, 105), "o3"); err != nil || !ok {
-		t.Fatalf("acquire resource: %v %v", ok, err)
-	}
-	if _, ok, err := e.s.AcquireSlot(ctx, 3, 2, "o3"); err != nil || !ok {
-		t.Fatalf("acquire slot: %v %v", ok, err)
 	}
 
 	// a literal, so that a change of the hashing shows up here
@@ -79,10 +76,15 @@ func TestKeyNames(t *testing.T) {
 			t.Errorf("%s: TTL %v, want in [%v, %v]", tt.key, ttl, tt.ttlMin, tt.ttlMax)
 		}
 	}
+	deadline := e.clk.Now().Add(store.DefaultLeaseTTL).UnixMilli()
 	lock, err := e.redis.Client.HGetAll(ctx, p+":lock:3:guest:105").Result()
-	if err != nil || lock["owner"] != "o3" || lock["token"] == "" ||
-		lock["lease"] != fmt.Sprint(e.clk.Now().Add(store.DefaultLeaseTTL).UnixMilli()) || len(lock) != 3 {
-		t.Errorf("lock fields %v (%v)", lock, err)
+	if err != nil || lock["owner"] != "o2" || lock["token"] != fmt.Sprint(b.Lease.Token) ||
+		lock["lease"] != fmt.Sprint(deadline) || len(lock) != 3 {
+		t.Errorf("lock fields %v (%v), want the claim's owner o2, token %d and deadline %d", lock, err, b.Lease.Token, deadline)
+	}
+	slots, err := e.redis.Client.ZRangeWithScores(ctx, p+":slots:3", 0, -1).Result()
+	if err != nil || len(slots) != 1 || slots[0].Member != "o2" || int64(slots[0].Score) != deadline {
+		t.Errorf("slot holders %v (%v), want o2 scored %d", slots, err, deadline)
 	}
 	n, err := e.redis.Client.Keys(ctx, p+":*").Result()
 	if err != nil || len(n) != len(tests) {

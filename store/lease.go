@@ -6,13 +6,10 @@ import (
 	"strconv"
 )
 
-// leaseKeys returns the identity key and, when the lease has an Idempotency-Key, its key.
-func (s *Store) leaseKeys(l Lease) []string {
-	keys := []string{s.cmdKey(l.Command)}
-	if l.Idem != nil {
-		keys = append(keys, s.idemKey(*l.Idem))
-	}
-	return keys
+// leaseKeys returns the identity key, then the keys of l's Idempotency-Key and guards that
+// are set, with the Lua index of each (idem, lock, slots; 0 when absent).
+func (s *Store) leaseKeys(l Lease) ([]string, [3]int) {
+	return s.optionalKeys([]string{s.cmdKey(l.Command)}, l.Idem, l.Guards)
 }
 
 // owned turns the answer of a lease script (1 done, 0 lease lost) into an error for op.
@@ -28,54 +25,63 @@ func owned(op string) func(int64, error) error {
 	}
 }
 
-// Checkpoint records progress on the running command held by l. Non-zero fields of p
-// replace what was recorded; zero fields keep it (Dispatched never reverts to false). It
-// returns ErrLeaseLost when l's owner and token no longer hold the running record.
-func (s *Store) Checkpoint(ctx context.Context, l Lease, p Progress) error {
-	var journalID, dispatched string
-	if p.JournalID != 0 {
-		journalID = strconv.FormatInt(p.JournalID, 10)
-	}
-	if p.Dispatched {
-		dispatched = "1"
-	}
-	return owned("checkpoint")(s.scripts.checkpoint.Run(ctx, s.rdb, []string{s.cmdKey(l.Command)},
-		l.Owner, l.Token, journalID, p.JournalURL, dispatched).Int64())
-}
-
-// Suspend ends l's lease at once but keeps the running record with exactly progress p (unlike
-// Checkpoint, Dispatched may go back to false: the caller knows the write never left). The
-// next Claim of the command, by any owner, is Resumed with p, so a redelivery reuses the
-// journal entry instead of writing a second one. Use it for a transient failure after the
-// write-ahead entry. The Idempotency-Key record keeps its own TTL, so a twin still waits.
+// Suspend ends l's lease at once, gives its guards back and keeps the running record with
+// exactly progress p, marked suspended (p replaces what an earlier owner recorded, so
+// Dispatched may go back to false when the caller knows the write never left). The next Claim
+// of the command, by any owner, is Resumed with p and ProgressKnown, so a redelivery reuses
+// the journal entry instead of writing a second one. Use it for a transient failure after the write-ahead entry. The
+// Idempotency-Key record keeps its own TTL, so a twin still waits.
 // It returns ErrLeaseLost when l's owner and token no longer hold the running record.
 func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
 	dispatched := "0"
 	if p.Dispatched {
 		dispatched = "1"
 	}
-	return owned("suspend")(s.scripts.suspend.Run(ctx, s.rdb, []string{s.cmdKey(l.Command)},
-		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, dispatched).Int64())
+	keys, idx := s.leaseKeys(l)
+	return owned("suspend")(s.scripts.suspend.Run(ctx, s.rdb, keys,
+		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, dispatched,
+		idx[0], idx[1], idx[2], "0").Int64())
 }
 
-// Renew extends l's lease to now+LeaseTTL, the identity record's TTL to DedupeTTL and the
-// Idempotency-Key record's TTL to LeaseTTL (re-creating that record if it expired meanwhile;
-// a record another command took over is left alone). It returns ErrLeaseLost when l's owner
-// and token no longer hold the running record.
+// Yield ends l's lease at once and gives its guards back without recording anything: the
+// next Claim of the command is Resumed without known progress, exactly as after a crash. Use
+// it when the caller cannot tell what an earlier owner did (the journal could not be searched)
+// and must let a redelivery find out. It returns ErrLeaseLost when l's owner and token no
+// longer hold the running record.
+func (s *Store) Yield(ctx context.Context, l Lease) error {
+	keys, idx := s.leaseKeys(l)
+	return owned("yield")(s.scripts.suspend.Run(ctx, s.rdb, keys,
+		l.Owner, l.Token, "", "", "", idx[0], idx[1], idx[2], "1").Int64())
+}
+
+// Renew extends, in one atomic step, l's lease to now+LeaseTTL, the identity record's TTL to
+// DedupeTTL, the Idempotency-Key record's lease (re-creating that record if it expired
+// meanwhile; a record another command took over is left alone) and l's guards to the same
+// deadline (a resource lease that expired away is taken again). It returns ErrLeaseLost when
+// l's owner and token no longer hold the running record (nothing renewed), and ErrGuardLost
+// when the claim was renewed but a guard is now held by another command or its slot was
+// dropped.
 func (s *Store) Renew(ctx context.Context, l Lease) error {
-	return owned("renew")(s.scripts.renew.Run(ctx, s.rdb, s.leaseKeys(l),
+	keys, idx := s.leaseKeys(l)
+	n, err := s.scripts.renew.Run(ctx, s.rdb, keys,
 		l.Owner, l.Token, s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
-		l.Command.Hash()).Int64())
+		l.Command.Hash(), idx[0], idx[1], idx[2], millis(s.lockKeyTTL())).Int64()
+	if n == 2 && err == nil {
+		return fmt.Errorf("store: renew: %w", ErrGuardLost)
+	}
+	return owned("renew")(n, err)
 }
 
 // Complete stores result and marks the command done (kept DedupeTTL), and its
 // Idempotency-Key record done with the same result (kept Window) unless another command has
-// taken that record over. A repeated Complete with the same lease succeeds again (replacing the
-// result). It returns ErrLeaseLost when another owner holds the record.
+// taken that record over, and gives l's guards back, all in one atomic step. A repeated
+// Complete with the same lease succeeds again (replacing the result). It returns ErrLeaseLost
+// when another owner holds the record (its guards are still given back while l holds them).
 func (s *Store) Complete(ctx context.Context, l Lease, result []byte) error {
-	return owned("complete")(s.scripts.complete.Run(ctx, s.rdb, s.leaseKeys(l),
+	keys, idx := s.leaseKeys(l)
+	return owned("complete")(s.scripts.complete.Run(ctx, s.rdb, keys,
 		l.Owner, l.Token, result, millis(s.opts.DedupeTTL), millis(s.opts.Window),
-		l.Command.Hash()).Int64())
+		l.Command.Hash(), idx[0], idx[1], idx[2]).Int64())
 }
 
 // CompleteReplay records the replayed result for a command that got IdemReplay (no lease was
@@ -88,12 +94,13 @@ func (s *Store) CompleteReplay(ctx context.Context, c CommandKey, result []byte)
 }
 
 // Release deletes the running claim held by l (its identity record, and its Idempotency-Key
-// record while that still belongs to this claim), so a redelivery starts fresh. Use it only
-// when nothing was written. A record already gone is not an error; a record another owner
-// holds, or a done record, is left alone and ErrLeaseLost returned.
+// record while that still belongs to this claim) and gives its guards back, so a redelivery
+// starts fresh. Use it only when nothing was written. A record already gone is not an error;
+// a record another owner holds, or a done record, is left alone and ErrLeaseLost returned.
 func (s *Store) Release(ctx context.Context, l Lease) error {
-	return owned("release")(s.scripts.release.Run(ctx, s.rdb, s.leaseKeys(l),
-		l.Owner, l.Token, l.Command.Hash()).Int64())
+	keys, idx := s.leaseKeys(l)
+	return owned("release")(s.scripts.release.Run(ctx, s.rdb, keys,
+		l.Owner, l.Token, l.Command.Hash(), idx[0], idx[1], idx[2]).Int64())
 }
 
 // Result returns the stored result of a finished command, or ErrNotFound when the command is

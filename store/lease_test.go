@@ -2,23 +2,26 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/proxbus/proxbus/store"
 )
 
-// takeover claims cmdA (with the key) as "old", records progress, lets the lease expire and
-// has "new" resume it. It returns both leases.
+// takeover claims cmdA (with the key) as "old", suspends it with progress and has "new"
+// resume it. It returns both leases.
 func takeover(t *testing.T, e *env) (old, cur store.Lease) {
 	t.Helper()
 	ctx := context.Background()
 	c := e.mustClaim(t, req(cmdA, scope, "fp1", "old"), store.Claimed)
-	if err := e.s.Checkpoint(ctx, c.Lease, store.Progress{JournalID: 9, Dispatched: true}); err != nil {
-		t.Fatalf("checkpoint: %v", err)
+	if err := e.s.Suspend(ctx, c.Lease, store.Progress{JournalID: 9, Dispatched: true}); err != nil {
+		t.Fatalf("suspend: %v", err)
 	}
-	e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
 	n := e.mustClaim(t, req(cmdA, scope, "fp1", "new"), store.Resumed)
+	if want := (store.Progress{JournalID: 9, Dispatched: true}); n.Progress != want || !n.ProgressKnown {
+		t.Fatalf("resumed progress %+v (known %v), want %+v", n.Progress, n.ProgressKnown, want)
+	}
 	return c.Lease, n.Lease
 }
 
@@ -33,9 +36,10 @@ func TestFencing(t *testing.T) {
 		{"complete", func(ctx context.Context, s *store.Store, l store.Lease) error {
 			return s.Complete(ctx, l, []byte("stale"))
 		}},
-		{"checkpoint", func(ctx context.Context, s *store.Store, l store.Lease) error {
-			return s.Checkpoint(ctx, l, store.Progress{JournalID: 1, JournalURL: "stale"})
+		{"suspend", func(ctx context.Context, s *store.Store, l store.Lease) error {
+			return s.Suspend(ctx, l, store.Progress{JournalID: 1, JournalURL: "stale"})
 		}},
+		{"yield", func(ctx context.Context, s *store.Store, l store.Lease) error { return s.Yield(ctx, l) }},
 		{"release", func(ctx context.Context, s *store.Store, l store.Lease) error { return s.Release(ctx, l) }},
 		{"renew", func(ctx context.Context, s *store.Store, l store.Lease) error { return s.Renew(ctx, l) }},
 	}
@@ -47,13 +51,15 @@ func TestFencing(t *testing.T) {
 			old, cur := takeover(t, e)
 			wantErr(t, tt.name, tt.op(ctx, e.s, old), store.ErrLeaseLost)
 
-			// the new owner still holds a live lease with the recorded progress
+			// the new owner still holds a live lease; the stale owner recorded nothing: when the
+			// new owner stops without suspending, its successor knows no progress (it must look
+			// for the journal entry itself)
 			e.mustClaim(t, req(cmdA, scope, "fp1", "third"), store.Busy)
 			e.mustClaim(t, req(cmdB, scope, "fp1", "other"), store.IdemInFlight)
 			e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
 			again := e.mustClaim(t, req(cmdA, scope, "fp1", "new"), store.Resumed)
-			if want := (store.Progress{JournalID: 9, Dispatched: true}); again.Progress != want {
-				t.Fatalf("progress %+v, want %+v", again.Progress, want)
+			if again.Progress != (store.Progress{}) || again.ProgressKnown {
+				t.Fatalf("progress %+v (known %v), want none", again.Progress, again.ProgressKnown)
 			}
 			if err := e.s.Complete(ctx, again.Lease, []byte("fresh")); err != nil {
 				t.Fatalf("complete by the current owner: %v", err)
@@ -116,6 +122,12 @@ func TestCompleteRecreatesExpiredKey(t *testing.T) {
 	other := &store.IdemScope{EndpointID: 1, Verb: "vm.start", Resource: "100", Key: "k2"}
 	c := e.mustClaim(t, req(cmdC, other, "fp1", "o3"), store.Claimed)
 	e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
+	// cmdC stopped without suspending: it may have begun, so the twin waits
+	e.mustClaim(t, req(cmdB, other, "fp1", "o4"), store.IdemInFlight)
+	// cmdC's owner suspends before its journal entry (nothing begun): the key is free
+	if err := e.s.Suspend(ctx, c.Lease, store.Progress{}); err != nil {
+		t.Fatalf("suspend cmdC: %v", err)
+	}
 	b := e.mustClaim(t, req(cmdB, other, "fp1", "o4"), store.Claimed)
 	if err := e.s.Complete(ctx, c.Lease, []byte("c")); err != nil {
 		t.Fatalf("late complete of cmdC: %v", err)
@@ -194,9 +206,6 @@ func TestRelease(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, nil)
 	c := e.mustClaim(t, req(cmdA, scope, "fp1", "o1"), store.Claimed)
-	if err := e.s.Checkpoint(ctx, c.Lease, store.Progress{JournalID: 3}); err != nil {
-		t.Fatalf("checkpoint: %v", err)
-	}
 	if err := e.s.Release(ctx, c.Lease); err != nil {
 		t.Fatalf("release: %v", err)
 	}
@@ -229,30 +238,11 @@ func TestRenew(t *testing.T) {
 	e.mustClaim(t, req(cmdA, scope, "fp1", "o2"), store.Busy)
 	e.mustClaim(t, req(cmdB, scope, "fp1", "o3"), store.IdemInFlight)
 	e.clk.Advance(11 * time.Second) // 31 s after the renewal
-	e.mustClaim(t, req(cmdB, scope, "fp1", "o3"), store.Claimed)
-	e.mustClaim(t, req(cmdA, nil, "fp1", "o2"), store.Resumed)
-}
-
-// TestCheckpointMerges pins that checkpoints only add progress: zero fields keep what was
-// recorded, and a dispatched flag is never cleared.
-func TestCheckpointMerges(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	e := newEnv(t, nil)
-	c := e.mustClaim(t, req(cmdA, nil, "fp1", "o1"), store.Claimed)
-	for _, p := range []store.Progress{
-		{JournalID: 5, JournalURL: "https://netbox/j/5/"},
-		{Dispatched: true},
-		{},
-	} {
-		if err := e.s.Checkpoint(ctx, c.Lease, p); err != nil {
-			t.Fatalf("checkpoint %+v: %v", p, err)
-		}
-	}
-	e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
-	got := e.mustClaim(t, req(cmdA, nil, "fp1", "o2"), store.Resumed)
-	if want := (store.Progress{JournalID: 5, JournalURL: "https://netbox/j/5/", Dispatched: true}); got.Progress != want {
-		t.Fatalf("progress %+v, want %+v", got.Progress, want)
+	// cmdA's owner stopped without suspending: the twin keeps waiting, cmdA's own
+	// redelivery resumes it without known progress
+	e.mustClaim(t, req(cmdB, scope, "fp1", "o3"), store.IdemInFlight)
+	if got := e.mustClaim(t, req(cmdA, scope, "fp1", "o2"), store.Resumed); got.ProgressKnown {
+		t.Fatalf("progress known after a crash: %+v", got.Progress)
 	}
 }
 
@@ -290,23 +280,28 @@ func TestUpdateResult(t *testing.T) {
 }
 
 // TestSuspend pins that a suspended command is resumed at once by the next claim, with exactly
-// the progress given (the dispatch marker may go back to false), while its Idempotency-Key
-// still makes a twin wait, and that a stale owner cannot suspend.
+// the progress given (a later suspension replaces it: the dispatch marker may go back to
+// false), while its Idempotency-Key still makes a twin wait, and that a stale owner cannot
+// suspend.
 func TestSuspend(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	ctx := context.Background()
-	c := e.mustClaim(t, req(cmdA, scope, "fp1", "first"), store.Claimed)
-	if err := e.s.Checkpoint(ctx, c.Lease, store.Progress{JournalID: 4, JournalURL: "u4", Dispatched: true}); err != nil {
-		t.Fatalf("checkpoint: %v", err)
+	first := e.mustClaim(t, req(cmdA, scope, "fp1", "first"), store.Claimed).Lease
+	owner := first
+	for i, p := range []store.Progress{
+		{JournalID: 4, JournalURL: "u4", Dispatched: true},
+		{JournalID: 4, JournalURL: "u4", Dispatched: false},
+	} {
+		if err := e.s.Suspend(ctx, owner, p); err != nil {
+			t.Fatalf("suspend %+v: %v", p, err)
+		}
+		e.mustClaim(t, req(cmdB, scope, "fp1", "twin"), store.IdemInFlight)
+		again := e.mustClaim(t, req(cmdA, scope, "fp1", fmt.Sprintf("next-%d", i)), store.Resumed)
+		if again.Progress != p || !again.ProgressKnown {
+			t.Errorf("resumed progress %+v (known %v), want %+v", again.Progress, again.ProgressKnown, p)
+		}
+		owner = again.Lease
 	}
-	if err := e.s.Suspend(ctx, c.Lease, store.Progress{JournalID: 4, JournalURL: "u4", Dispatched: false}); err != nil {
-		t.Fatalf("suspend: %v", err)
-	}
-	e.mustClaim(t, req(cmdB, scope, "fp1", "twin"), store.IdemInFlight)
-	again := e.mustClaim(t, req(cmdA, scope, "fp1", "second"), store.Resumed)
-	if again.Progress != (store.Progress{JournalID: 4, JournalURL: "u4"}) {
-		t.Errorf("resumed progress %+v", again.Progress)
-	}
-	wantErr(t, "stale suspend", e.s.Suspend(ctx, c.Lease, store.Progress{}), store.ErrLeaseLost)
+	wantErr(t, "stale suspend", e.s.Suspend(ctx, first, store.Progress{}), store.ErrLeaseLost)
 }

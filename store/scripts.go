@@ -6,15 +6,13 @@ import "github.com/redis/go-redis/v9"
 // Numbers computed in Lua are formatted with %d so that millisecond timestamps never turn
 // into floating-point notation.
 type scripts struct {
-	claim, checkpoint, suspend, renew, complete, completeReplay, release, updateResult *redis.Script
-	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule       *redis.Script
-	lockScripts
+	claim, suspend, renew, complete, completeReplay, release, updateResult       *redis.Script
+	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
 		claim:          redis.NewScript(claimLua),
-		checkpoint:     redis.NewScript(checkpointLua),
 		suspend:        redis.NewScript(suspendLua),
 		renew:          redis.NewScript(renewLua),
 		complete:       redis.NewScript(completeLua),
@@ -27,26 +25,56 @@ func newScripts() scripts {
 		pendingRepairs: redis.NewScript(pendingRepairsLua),
 		claimRepair:    redis.NewScript(claimRepairLua),
 		reschedule:     redis.NewScript(rescheduleLua),
-		lockScripts:    newLockScripts(),
 	}
 }
 
-// claimLua: KEYS[1] identity, KEYS[2] fence, KEYS[3] idem (optional).
-// ARGV: now_ms, lease_ms, dedupe_ms, owner, fingerprint, cmd_hash, source, id.
-// Returns {state, token, journal_id, journal_url, dispatched, result, orig_source, orig_id}.
-const claimLua = `
+// optLua is the prelude of the scripts that take optional keys: opt(ARGV[i]) is the key at
+// the index ARGV[i] names, or nil for "0" (absent).
+const optLua = `
+local function opt(i)
+  i = tonumber(i)
+  if not i or i == 0 then return nil end
+  return KEYS[i]
+end
+`
+
+// releaseGuardsLua is the part of completeLua, releaseLua and suspendLua that gives the
+// command's guards back: the resource lease while owner and token still hold it, and the
+// owner's endpoint slot. It expects lock, slots, owner and token to be set.
+const releaseGuardsLua = `
+local function release_guards()
+  if lock then
+    local l = redis.call('HMGET', lock, 'owner', 'token')
+    if l[1] == owner and l[2] == token then
+      redis.call('DEL', lock)
+    end
+  end
+  if slots then
+    redis.call('ZREM', slots, owner)
+  end
+end
+`
+
+// claimLua: KEYS[1] identity, KEYS[2] fence, then the optional idem, resource lease and slots
+// keys at the indices ARGV[9..11] name ("0" = absent).
+// ARGV: now_ms, lease_ms, dedupe_ms, owner, fingerprint, cmd_hash, source, id, idem_i, lock_i,
+// slots_i, slots_max, guard_ttl_ms.
+// Returns {state, token, journal_id, journal_url, dispatched, result, orig_source, orig_id,
+// suspended, busy_guard}. Every refusal returns before the first write: a refused claim changes
+// nothing.
+const claimLua = optLua + `
 local now = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local owner, fp, chash, src, id = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
-local idem = KEYS[3]
-local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease', 'journal_id', 'journal_url', 'dispatched', 'result')
+local idem, lock, slots = opt(ARGV[9]), opt(ARGV[10]), opt(ARGV[11])
+local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease', 'journal_id', 'journal_url', 'dispatched', 'result', 'suspended')
 if c[1] == 'done' then
-  return {'done', '', '', '', '', c[7] or '', '', ''}
+  return {'done', '', '', '', '', c[7] or '', '', '', '', ''}
 end
 local resumed = false
 if c[1] == 'running' then
   if (tonumber(c[3]) or 0) > now and c[2] ~= owner then
-    return {'busy', '', '', '', '', '', '', ''}
+    return {'busy', '', '', '', '', '', '', '', '', ''}
   end
   resumed = true
 end
@@ -54,29 +82,46 @@ if idem then
   local r = redis.call('HMGET', idem, 'state', 'cmd', 'fp', 'lease', 'result', 'src', 'id')
   local live = r[1] == 'done' or (tonumber(r[4]) or 0) > now
   if r[1] == 'running' and r[2] ~= chash and not live then
-    -- The key's command lost its lease. If it had begun its work (journal entry or dispatch),
-    -- its own redelivery resumes it: the twin keeps waiting instead of starting over.
+    -- The key's command lost its lease. If it may have begun its work (it stopped without
+    -- suspending, or suspended after its journal entry or dispatch), its own redelivery
+    -- resumes it: the twin keeps waiting instead of starting over.
     local other = string.sub(KEYS[1], 1, #KEYS[1] - #chash) .. r[2]
-    local o = redis.call('HMGET', other, 'state', 'dispatched', 'journal_id')
-    if o[1] == 'running' and (o[2] == '1' or (o[3] and o[3] ~= '' and o[3] ~= '0')) then
+    local o = redis.call('HMGET', other, 'state', 'dispatched', 'journal_id', 'suspended')
+    if o[1] == 'running' and (o[4] ~= '1' or o[2] == '1' or (o[3] and o[3] ~= '' and o[3] ~= '0')) then
       live = true
     end
   end
   if r[1] and r[2] ~= chash and live then
     local osrc, oid = r[6] or '', r[7] or ''
     if r[3] ~= fp then
-      return {'idem_reused', '', '', '', '', '', osrc, oid}
+      return {'idem_reused', '', '', '', '', '', osrc, oid, '', ''}
     end
     if r[1] == 'done' then
-      return {'idem_replay', '', '', '', '', r[5] or '', osrc, oid}
+      return {'idem_replay', '', '', '', '', r[5] or '', osrc, oid, '', ''}
     end
-    return {'idem_inflight', '', '', '', '', '', osrc, oid}
+    return {'idem_inflight', '', '', '', '', '', osrc, oid, '', ''}
+  end
+end
+if lock then
+  local l = redis.call('HMGET', lock, 'owner', 'lease')
+  if l[1] and l[1] ~= owner and (tonumber(l[2]) or 0) > now then
+    return {'guard_busy', '', '', '', '', '', '', '', '', 'resource'}
+  end
+end
+if slots then
+  if not redis.call('ZSCORE', slots, owner) and
+     redis.call('ZCOUNT', slots, '(' .. ARGV[1], '+inf') >= tonumber(ARGV[12]) then
+    return {'guard_busy', '', '', '', '', '', '', '', '', 'slot'}
   end
 end
 local token = string.format('%d', redis.call('INCR', KEYS[2]))
 local deadline = string.format('%d', now + lease_ms)
 if not resumed then
   redis.call('DEL', KEYS[1])
+else
+  -- The recorded progress is handed to the new owner; from now on the record says only
+  -- that this owner runs the command.
+  redis.call('HDEL', KEYS[1], 'journal_id', 'journal_url', 'dispatched', 'suspended')
 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'owner', owner, 'token', token, 'lease', deadline,
   'fp', fp, 'src', src, 'id', id, 'idem', idem or '')
@@ -87,77 +132,115 @@ if idem then
     'lease', deadline, 'src', src, 'id', id)
   redis.call('PEXPIRE', idem, ARGV[3])
 end
+if lock then
+  redis.call('DEL', lock)
+  redis.call('HSET', lock, 'owner', owner, 'token', token, 'lease', deadline)
+  redis.call('PEXPIRE', lock, ARGV[13])
+end
+if slots then
+  redis.call('ZREMRANGEBYSCORE', slots, '-inf', ARGV[1])
+  redis.call('ZADD', slots, deadline, owner)
+  redis.call('PEXPIRE', slots, ARGV[13])
+end
 local state = 'claimed'
 if resumed then state = 'resumed' end
-return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', ''}
+return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', '', c[8] or '', ''}
 `
 
-// checkpointLua: KEYS[1] identity. ARGV: owner, token, journal_id, journal_url, dispatched
-// (empty = keep). Returns 1, or 0 when the lease is lost.
-const checkpointLua = `
+// suspendLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
+// ARGV[6..8] name. ARGV: owner, token, journal_id, journal_url, dispatched, idem_i, lock_i,
+// slots_i, yield. Gives the guards back (only while this owner and token hold them), then
+// writes the progress exactly, marks the record suspended and ends the lease now; with yield
+// = '1' it only ends the lease (no progress, not marked suspended). Returns 1, or 0 when the lease is lost.
+const suspendLua = optLua + `
+local owner, token = ARGV[1], ARGV[2]
+local lock, slots = opt(ARGV[7]), opt(ARGV[8])
+` + releaseGuardsLua + `
+release_guards()
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token')
-if c[1] ~= 'running' or c[2] ~= ARGV[1] or c[3] ~= ARGV[2] then
+if c[1] ~= 'running' or c[2] ~= owner or c[3] ~= token then
   return 0
 end
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'journal_id', ARGV[3]) end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'journal_url', ARGV[4]) end
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'dispatched', ARGV[5]) end
+if ARGV[9] == '1' then
+  redis.call('HSET', KEYS[1], 'lease', '0')
+  return 1
+end
+redis.call('HSET', KEYS[1], 'journal_id', ARGV[3], 'journal_url', ARGV[4], 'dispatched', ARGV[5],
+  'suspended', '1', 'lease', '0')
 return 1
 `
 
-// suspendLua: KEYS[1] identity. ARGV: owner, token, journal_id, journal_url, dispatched.
-// Writes the progress exactly and ends the lease now. Returns 1, or 0 when the lease is lost.
-const suspendLua = `
-local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token')
-if c[1] ~= 'running' or c[2] ~= ARGV[1] or c[3] ~= ARGV[2] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'journal_id', ARGV[3], 'journal_url', ARGV[4], 'dispatched', ARGV[5], 'lease', '0')
-return 1
-`
-
-// renewLua: KEYS[1] identity, KEYS[2] idem (optional). ARGV: owner, token, now_ms, lease_ms,
-// dedupe_ms, cmd_hash. Returns 1, or 0 when the lease is lost.
-const renewLua = `
+// renewLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
+// ARGV[7..9] name. ARGV: owner, token, now_ms, lease_ms, dedupe_ms, cmd_hash, idem_i, lock_i,
+// slots_i, guard_ttl_ms. Renews the claim, the Idempotency-Key record and the guards in one
+// step. Returns 1, 2 when the claim was renewed but a guard had been taken by another holder,
+// or 0 when the lease is lost (nothing renewed).
+const renewLua = optLua + `
+local owner, token = ARGV[1], ARGV[2]
+local idem, lock, slots = opt(ARGV[7]), opt(ARGV[8]), opt(ARGV[9])
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token', 'fp', 'src', 'id')
-if c[1] ~= 'running' or c[2] ~= ARGV[1] or c[3] ~= ARGV[2] then
+if c[1] ~= 'running' or c[2] ~= owner or c[3] ~= token then
   return 0
 end
-local deadline = string.format('%d', tonumber(ARGV[3]) + tonumber(ARGV[4]))
+local now = tonumber(ARGV[3])
+local deadline = string.format('%d', now + tonumber(ARGV[4]))
 redis.call('HSET', KEYS[1], 'lease', deadline)
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-if KEYS[2] then
-  local r = redis.call('HMGET', KEYS[2], 'state', 'cmd')
+if idem then
+  local r = redis.call('HMGET', idem, 'state', 'cmd')
   if not r[1] then
-    redis.call('HSET', KEYS[2], 'state', 'running', 'cmd', ARGV[6], 'fp', c[4] or '', 'owner', ARGV[1],
-      'token', ARGV[2], 'lease', deadline, 'src', c[5] or '', 'id', c[6] or '')
-    redis.call('PEXPIRE', KEYS[2], ARGV[5])
+    redis.call('HSET', idem, 'state', 'running', 'cmd', ARGV[6], 'fp', c[4] or '', 'owner', owner,
+      'token', token, 'lease', deadline, 'src', c[5] or '', 'id', c[6] or '')
+    redis.call('PEXPIRE', idem, ARGV[5])
   elseif r[1] == 'running' and r[2] == ARGV[6] then
-    redis.call('HSET', KEYS[2], 'owner', ARGV[1], 'token', ARGV[2], 'lease', deadline)
-    redis.call('PEXPIRE', KEYS[2], ARGV[5])
+    redis.call('HSET', idem, 'owner', owner, 'token', token, 'lease', deadline)
+    redis.call('PEXPIRE', idem, ARGV[5])
   end
 end
-return 1
+local answer = 1
+if lock then
+  local l = redis.call('HMGET', lock, 'owner', 'token', 'lease')
+  if (l[1] == owner and l[2] == token) or not l[1] then
+    redis.call('HSET', lock, 'owner', owner, 'token', token, 'lease', deadline)
+    redis.call('PEXPIRE', lock, ARGV[10])
+  else
+    answer = 2
+  end
+end
+if slots then
+  if redis.call('ZADD', slots, 'XX', 'CH', deadline, owner) == 0 and not redis.call('ZSCORE', slots, owner) then
+    answer = 2
+  else
+    redis.call('PEXPIRE', slots, ARGV[10])
+  end
+end
+return answer
 `
 
-// completeLua: KEYS[1] identity, KEYS[2] idem (optional). ARGV: owner, token, result,
-// dedupe_ms, window_ms, cmd_hash. Returns 1, or 0 when the lease is lost. A repeated Complete
-// by the same owner and token (a retry after a lost answer) succeeds again.
-const completeLua = `
+// completeLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
+// ARGV[7..9] name. ARGV: owner, token, result, dedupe_ms, window_ms, cmd_hash, idem_i, lock_i,
+// slots_i. Returns 1, or 0 when the lease is lost. A repeated Complete by the same owner and
+// token (a retry after a lost answer) succeeds again. The guards are given back either way
+// (only while this owner and token hold them).
+const completeLua = optLua + `
+local owner, token = ARGV[1], ARGV[2]
+local idem, lock, slots = opt(ARGV[7]), opt(ARGV[8]), opt(ARGV[9])
+` + releaseGuardsLua + `
+release_guards()
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token', 'fp', 'src', 'id')
-if (c[1] ~= 'running' and c[1] ~= 'done') or c[2] ~= ARGV[1] or c[3] ~= ARGV[2] then
+if (c[1] ~= 'running' and c[1] ~= 'done') or c[2] ~= owner or c[3] ~= token then
   return 0
 end
-redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[3], 'idem', KEYS[2] or '')
-redis.call('HDEL', KEYS[1], 'lease')
+redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[3], 'idem', idem or '')
+redis.call('HDEL', KEYS[1], 'lease', 'suspended')
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if KEYS[2] then
-  local r = redis.call('HMGET', KEYS[2], 'state', 'cmd')
+if idem then
+  local r = redis.call('HMGET', idem, 'state', 'cmd')
   if not r[1] or r[2] == ARGV[6] then
-    redis.call('DEL', KEYS[2])
-    redis.call('HSET', KEYS[2], 'state', 'done', 'cmd', ARGV[6], 'fp', c[4] or '', 'owner', ARGV[1],
-      'token', ARGV[2], 'result', ARGV[3], 'src', c[5] or '', 'id', c[6] or '')
-    redis.call('PEXPIRE', KEYS[2], ARGV[5])
+    redis.call('DEL', idem)
+    redis.call('HSET', idem, 'state', 'done', 'cmd', ARGV[6], 'fp', c[4] or '', 'owner', owner,
+      'token', token, 'result', ARGV[3], 'src', c[5] or '', 'id', c[6] or '')
+    redis.call('PEXPIRE', idem, ARGV[5])
   end
 end
 return 1
@@ -179,20 +262,26 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `
 
-// releaseLua: KEYS[1] identity, KEYS[2] idem (optional). ARGV: owner, token, cmd_hash.
-// Returns 1, or 0 when the identity belongs to another owner or is done.
-const releaseLua = `
+// releaseLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
+// ARGV[4..6] name. ARGV: owner, token, cmd_hash, idem_i, lock_i, slots_i. Gives the guards back
+// (only while this owner and token hold them). Returns 1, or 0 when the identity belongs to
+// another owner or is done.
+const releaseLua = optLua + `
+local owner, token = ARGV[1], ARGV[2]
+local idem, lock, slots = opt(ARGV[4]), opt(ARGV[5]), opt(ARGV[6])
+` + releaseGuardsLua + `
+release_guards()
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token')
 if c[1] then
-  if c[1] ~= 'running' or c[2] ~= ARGV[1] or c[3] ~= ARGV[2] then
+  if c[1] ~= 'running' or c[2] ~= owner or c[3] ~= token then
     return 0
   end
   redis.call('DEL', KEYS[1])
 end
-if KEYS[2] then
-  local r = redis.call('HMGET', KEYS[2], 'state', 'cmd', 'token')
-  if r[1] == 'running' and r[2] == ARGV[3] and r[3] == ARGV[2] then
-    redis.call('DEL', KEYS[2])
+if idem then
+  local r = redis.call('HMGET', idem, 'state', 'cmd', 'token')
+  if r[1] == 'running' and r[2] == ARGV[3] and r[3] == token then
+    redis.call('DEL', idem)
   end
 end
 return 1
@@ -286,98 +375,5 @@ end
 redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'last_error', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-return 1
-`
-
-// ---- Per-resource leases and per-endpoint slots (guestlock.go, slots.go) ----
-
-// lockScripts holds the scripts of resource leases and endpoint slots.
-type lockScripts struct {
-	acquireResource, renewResource, releaseResource *redis.Script
-	acquireSlot, renewSlot                          *redis.Script
-}
-
-func newLockScripts() lockScripts {
-	return lockScripts{
-		acquireResource: redis.NewScript(acquireResourceLua),
-		renewResource:   redis.NewScript(renewResourceLua),
-		releaseResource: redis.NewScript(releaseResourceLua),
-		acquireSlot:     redis.NewScript(acquireSlotLua),
-		renewSlot:       redis.NewScript(renewSlotLua),
-	}
-}
-
-// acquireResourceLua: KEYS[1] lock, KEYS[2] fence. ARGV: now_ms, lease_ms, owner, key_ttl_ms.
-// Returns {1, owner, token} when the caller holds the lease now (new, taken over from an
-// expired holder with a new token, or already its own: deadline extended, token kept), or
-// {0, owner, token} of the live holder.
-const acquireResourceLua = `
-local now = tonumber(ARGV[1])
-local deadline = string.format('%d', now + tonumber(ARGV[2]))
-local c = redis.call('HMGET', KEYS[1], 'owner', 'token', 'lease')
-if c[1] and (tonumber(c[3]) or 0) > now then
-  if c[1] ~= ARGV[3] then
-    return {0, c[1], c[2] or '0'}
-  end
-  redis.call('HSET', KEYS[1], 'lease', deadline)
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  return {1, c[1], c[2] or '0'}
-end
-local token = string.format('%d', redis.call('INCR', KEYS[2]))
-redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'owner', ARGV[3], 'token', token, 'lease', deadline)
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-return {1, ARGV[3], token}
-`
-
-// renewResourceLua: KEYS[1] lock. ARGV: owner, token, now_ms, lease_ms, key_ttl_ms.
-// Returns 1, or 0 when the lock is gone or held by another owner or token.
-const renewResourceLua = `
-local c = redis.call('HMGET', KEYS[1], 'owner', 'token')
-if c[1] ~= ARGV[1] or c[2] ~= ARGV[2] then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'lease', string.format('%d', tonumber(ARGV[3]) + tonumber(ARGV[4])))
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-`
-
-// releaseResourceLua: KEYS[1] lock. ARGV: owner, token.
-// Returns 1 (deleted, or already gone), or 0 when another owner or token holds the lock
-// (left alone).
-const releaseResourceLua = `
-local c = redis.call('HMGET', KEYS[1], 'owner', 'token')
-if not c[1] then
-  return 1
-end
-if c[1] ~= ARGV[1] or c[2] ~= ARGV[2] then
-  return 0
-end
-redis.call('DEL', KEYS[1])
-return 1
-`
-
-// acquireSlotLua: KEYS[1] slots zset. ARGV: now_ms, lease_ms, max, holder, key_ttl_ms.
-// Drops holders whose deadline is <= now, then adds (or, for a present holder, extends) holder
-// when it is present or fewer than max are left. Returns 1, or 0 when all slots are taken.
-const acquireSlotLua = `
-local now = tonumber(ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-if redis.call('ZSCORE', KEYS[1], ARGV[4]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], string.format('%d', now + tonumber(ARGV[2])), ARGV[4])
-  redis.call('PEXPIRE', KEYS[1], ARGV[5])
-  return 1
-end
-return 0
-`
-
-// renewSlotLua: KEYS[1] slots zset. ARGV: holder, now_ms, lease_ms, key_ttl_ms.
-// Returns 1, or 0 when holder is no longer in the set (released or dropped after expiry).
-const renewSlotLua = `
-if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
-  return 0
-end
-redis.call('ZADD', KEYS[1], 'XX', string.format('%d', tonumber(ARGV[2]) + tonumber(ARGV[3])), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return 1
 `

@@ -12,6 +12,9 @@ var (
 	// ErrLeaseLost is returned by lease operations when the command's record is no longer held
 	// by the caller's owner and fencing token (another owner took it over, or it finished).
 	ErrLeaseLost = errors.New("store: lease lost to another owner")
+	// ErrGuardLost is returned by [Store.Renew] when the claim was renewed but one of its
+	// guards (resource lease, endpoint slot) was taken by another command meanwhile.
+	ErrGuardLost = errors.New("store: guard lost to another command")
 	// ErrNotFound is returned when the record asked for does not exist.
 	ErrNotFound = errors.New("store: not found")
 	// ErrInvalid is returned, before Redis is touched, for a request missing a required field.

@@ -223,7 +223,9 @@ func (s *Server) getEntry(w http.ResponseWriter, r *http.Request) {
 }
 
 // listEntries supports NetBox's filters assigned_object_type, assigned_object_id, kind and id
-// (each repeatable), ordered by id descending like NetBox's default (-created).
+// (each repeatable) and q (JournalEntryFilterSet.search: a case-insensitive substring of the
+// comments; a blank q filters nothing), ordered by id descending like NetBox's default
+// (-created).
 func (s *Server) listEntries(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	ids, errs := intFilter(q["id"], "id")
@@ -240,7 +242,8 @@ func (s *Server) listEntries(w http.ResponseWriter, r *http.Request) {
 	var list []*Entry
 	for _, e := range s.entries {
 		if matches(q["assigned_object_type"], strings.ToLower(e.ObjectType), strings.ToLower) &&
-			matches(q["kind"], e.Kind, strings.ToLower) && inSet(ids, e.ID) && inSet(objIDs, e.ObjectID) {
+			matches(q["kind"], e.Kind, strings.ToLower) && inSet(ids, e.ID) && inSet(objIDs, e.ObjectID) &&
+			searchMatches(q.Get("q"), e.Comments) {
 			list = append(list, e)
 		}
 	}
@@ -250,6 +253,13 @@ func (s *Server) listEntries(w http.ResponseWriter, r *http.Request) {
 		items = append(items, s.entryJSON(r, e))
 	}
 	page(w, r, items)
+}
+
+// searchMatches is NetBox's q filter on journal entries: comments__icontains, skipped when q
+// is blank.
+func searchMatches(q, comments string) bool {
+	q = strings.TrimSpace(q)
+	return q == "" || strings.Contains(strings.ToLower(comments), strings.ToLower(q))
 }
 
 // matches reports whether v is one of want (after norm), or want is empty.

@@ -1,0 +1,80 @@
+package netbox
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strconv"
+	"strings"
+)
+
+// findLimit is how many candidate entries FindJournalEntry reads: NetBox's q filter is a
+// substring search, so a command id that is a substring of others may match a few more.
+const findLimit = 50
+
+// FindJournalEntry returns the newest journal entry assigned to (objectType, objectID) whose
+// comments carry the bullet "- command_id: <commandID>", found with
+// GET /api/extras/journal-entries/?assigned_object_type=…&assigned_object_id=…&q=<commandID>
+// (NetBox's q filter is a case-insensitive substring search of the comments, so every hit is
+// checked for the exact bullet before it is trusted). No such entry returns ErrNotFound;
+// invalid input returns ErrRejected without a request; transport failures, 5xx and 429 return
+// ErrUnavailable, like every other request.
+func (c *Client) FindJournalEntry(ctx context.Context, objectType string, objectID int64, commandID string) (JournalRef, error) {
+	const op = "find journal entry"
+	var fields []string
+	if !validObjectType(objectType) {
+		fields = append(fields, "assigned_object_type")
+	}
+	if objectID < 0 || objectID > math.MaxInt32 {
+		fields = append(fields, "assigned_object_id")
+	}
+	if strings.TrimSpace(commandID) == "" {
+		fields = append(fields, "q")
+	}
+	if len(fields) > 0 {
+		return JournalRef{}, newError(op, ErrRejected, 0, fields, "", nil, c.secrets)
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	_, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesList(ctx).
+		AssignedObjectType(objectType).AssignedObjectId([]int32{int32(objectID)}).
+		Q(commandID).Limit(findLimit).Execute()
+	// The answer is read directly (go-netbox's strict decoding is not needed for three fields).
+	body, _, cerr := c.apiResult(op, resp, err)
+	if cerr != nil {
+		return JournalRef{}, cerr
+	}
+	var page struct {
+		Results *[]struct {
+			ID       int64  `json:"id"`
+			URL      string `json:"url"`
+			Comments string `json:"comments"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal(body, &page); err != nil || page.Results == nil {
+		return JournalRef{}, newError(op, ErrUnavailable, resp.StatusCode, nil, "answer is not a journal entry list", nil, c.secrets)
+	}
+	var found JournalRef
+	for _, e := range *page.Results {
+		if e.ID > found.ID && hasCommandBullet(e.Comments, commandID) {
+			found = JournalRef{ID: e.ID, URL: e.URL}
+		}
+	}
+	if found.ID == 0 {
+		return JournalRef{}, newError(op, ErrNotFound, resp.StatusCode, nil,
+			"no entry of command "+strconv.Quote(commandID), nil, c.secrets)
+	}
+	return found, nil
+}
+
+// hasCommandBullet reports whether comments has the line "- command_id: <id>" exactly (the
+// pipeline writes the id on one line: CR and LF become spaces).
+func hasCommandBullet(comments, id string) bool {
+	want := "- command_id: " + strings.NewReplacer("\r", " ", "\n", " ").Replace(id)
+	for line := range strings.SplitSeq(comments, "\n") {
+		if strings.TrimRight(line, "\r") == want {
+			return true
+		}
+	}
+	return false
+}
