@@ -1,0 +1,177 @@
+package ingress
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// MaxBodyBytes bounds a request body; the commands stream refuses larger commands anyway
+// (events.MaxCommandBytes).
+const MaxBodyBytes = events.MaxCommandBytes
+
+// Defaults of [Config].
+const (
+	DefaultSource        = "/netbox/webhook"
+	DefaultFrontSource   = "/proxbox-api"
+	DefaultResultTimeout = 60 * time.Second
+)
+
+// Paths served by [Server.Routes].
+const (
+	WebhookPath = "/webhooks/netbox"
+	PBSPath     = "/proxmox/storage/pbs"
+)
+
+// ErrConfig is wrapped by every error of [New]: the configuration cannot work.
+var ErrConfig = errors.New("ingress: invalid config")
+
+// Config configures a [Server]. Zero values take the documented defaults.
+type Config struct {
+	// JetStream publishes the commands (required).
+	JetStream jetstream.JetStream
+	// Conn is the NATS connection the synchronous front subscribes to result subjects on
+	// (required when FrontAPIKey is set).
+	Conn *nats.Conn
+	// Subjects names the subjects and streams (zero value: the default prefix).
+	Subjects events.Subjects
+	// WebhookSecret is the NetBox webhook's secret. Empty: POST /webhooks/netbox is not
+	// mounted (a webhook that cannot be authenticated is never accepted).
+	WebhookSecret string
+	// Rules maps plain NetBox webhook bodies to commands. Nil: no rule, such bodies are
+	// answered 204 (a structured CloudEvent is still accepted).
+	Rules *Rules
+	// Source is the CloudEvents source of commands made from webhooks (default
+	// DefaultSource).
+	Source string
+	// FrontSource is the CloudEvents source of commands made by the proxbox-api front
+	// (default DefaultFrontSource).
+	FrontSource string
+	// FrontAPIKey is the X-Proxbox-API-Key the proxbox-api front requires, as proxbox-api
+	// does. Empty: the front is not mounted (a write path is never anonymous).
+	FrontAPIKey string
+	// ResultTimeout is how long the front waits for a result before answering 504 (default
+	// DefaultResultTimeout).
+	ResultTimeout time.Duration
+	// Logger receives one line per accepted or refused request, never a body value (default:
+	// discard).
+	Logger *slog.Logger
+}
+
+// Server serves the webhook ingress and the proxbox-api front. It is safe for concurrent use.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+}
+
+// New checks cfg and returns a server. It returns an error wrapping ErrConfig when JetStream
+// is missing, or when the front is enabled (FrontAPIKey set) without Conn.
+func New(cfg Config) (*Server, error) {
+	if cfg.JetStream == nil {
+		return nil, fmt.Errorf("%w: JetStream is required", ErrConfig)
+	}
+	if cfg.FrontAPIKey != "" && cfg.Conn == nil {
+		return nil, fmt.Errorf("%w: Conn is required for the proxbox-api front", ErrConfig)
+	}
+	if cfg.Subjects.Prefix == "" {
+		cfg.Subjects = events.NewSubjects("")
+	}
+	if cfg.Source == "" {
+		cfg.Source = DefaultSource
+	}
+	if cfg.FrontSource == "" {
+		cfg.FrontSource = DefaultFrontSource
+	}
+	for _, src := range []string{cfg.Source, cfg.FrontSource} {
+		if _, err := events.EncodeBinary(cfg.Subjects, events.Command{ID: "x", Source: src, Verb: "x"}); err != nil {
+			return nil, fmt.Errorf("%w: source %q is not a URI-reference", ErrConfig, src)
+		}
+	}
+	if cfg.ResultTimeout <= 0 {
+		cfg.ResultTimeout = DefaultResultTimeout
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{cfg: cfg, log: log.With("component", "ingress")}, nil
+}
+
+// Routes mounts the enabled fronts on mux: POST /webhooks/netbox when a webhook secret is
+// configured, POST /proxmox/storage/pbs when a front API key is configured.
+func (s *Server) Routes(mux *http.ServeMux) {
+	if s.cfg.WebhookSecret != "" {
+		mux.HandleFunc("POST "+WebhookPath, s.handleWebhook)
+	}
+	if s.cfg.FrontAPIKey != "" {
+		mux.HandleFunc("POST "+PBSPath, s.handlePBS)
+	}
+}
+
+// readBody reads the whole body, at most MaxBodyBytes. A body announced or found larger is
+// answered 413 (without reading past the limit) and ok is false.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > MaxBodyBytes {
+		writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Reason: "body_too_large", Detail: fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes)})
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSON(w, http.StatusRequestEntityTooLarge, errorBody{Reason: "body_too_large", Detail: fmt.Sprintf("the body exceeds %d bytes", MaxBodyBytes)})
+			return nil, false
+		}
+		writeJSON(w, http.StatusBadRequest, errorBody{Reason: "body_unreadable"})
+		return nil, false
+	}
+	return body, true
+}
+
+// errorBody is every error answer: a machine-readable reason, optional fixed detail text and
+// the names (never the values) of the fields at fault.
+type errorBody struct {
+	Reason string   `json:"reason"`
+	Detail string   `json:"detail,omitempty"`
+	Fields []string `json:"fields,omitempty"`
+	Rule   string   `json:"rule,omitempty"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false) // the answers are JSON for programs, not HTML
+	if err := enc.Encode(v); err != nil {
+		status = http.StatusInternalServerError
+		b.Reset()
+		b.WriteString(`{"reason":"internal_error"}` + "\n")
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// publish sends msg to the commands stream and reports whether JetStream saw it as a
+// duplicate of a message already stored (same Nats-Msg-Id within the duplicate window).
+func (s *Server) publish(ctx context.Context, msg *nats.Msg) (duplicate bool, err error) {
+	ack, err := s.cfg.JetStream.PublishMsg(ctx, msg)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", ErrPublish, err)
+	}
+	return ack.Duplicate, nil
+}
+
+// ErrPublish is wrapped when a command could not be stored in the commands stream.
+var ErrPublish = errors.New("ingress: publish failed")
