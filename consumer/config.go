@@ -80,6 +80,9 @@ type Config struct {
 	Instance string
 	// Logger receives the consumer's logs. Default slog.Default().
 	Logger *slog.Logger
+	// Observer watches deliveries, redeliveries and dead letters (metrics, tracing). Nil
+	// observes nothing.
+	Observer Observer
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. It never changes

@@ -36,13 +36,20 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
 		Deliveries: meta.NumDelivered,
 	}
 
+	if meta.NumDelivered > 1 {
+		verb, _ := c.cfg.Subjects.VerbOf(msg.Subject())
+		c.observer().Redelivered(verb)
+	}
+
 	cmd, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), c.cfg.Subjects)
 	if err != nil {
 		c.poison(context.WithoutCancel(ctx), msg, o, at, err)
 		return
 	}
-	d := c.handle(ctx, cmd, at)
-	c.apply(context.WithoutCancel(ctx), msg, o, cmd, at, d)
+	hctx, hcmd, done := c.start(ctx, cmd, at)
+	d := c.handle(hctx, hcmd, at)
+	done(d)
+	c.apply(context.WithoutCancel(hctx), msg, o, cmd, at, d)
 }
 
 // heartbeat sends InProgress for msg every Heartbeat until the returned stop is called; stop

@@ -13,11 +13,21 @@ import (
 // header: republishing the same event within the duplicate window stores it once and still
 // succeeds. Safe for concurrent use.
 type Publisher struct {
-	js jetstream.JetStream
+	js    jetstream.JetStream
+	hooks []PublishHook
 }
 
-// NewPublisher returns a Publisher on js.
-func NewPublisher(js jetstream.JetStream) *Publisher { return &Publisher{js: js} }
+// NewPublisher returns a Publisher on js. Each hook sees every message once the stream has
+// stored it (metrics); nil hooks are skipped.
+func NewPublisher(js jetstream.JetStream, hooks ...PublishHook) *Publisher {
+	p := &Publisher{js: js}
+	for _, h := range hooks {
+		if h != nil {
+			p.hooks = append(p.hooks, h)
+		}
+	}
+	return p
+}
 
 // Publish stores m on the stream that owns its subject and returns nil once the stream
 // acknowledged it (a duplicate counts as stored). It returns the JetStream error, wrapped
@@ -36,6 +46,9 @@ func (p *Publisher) PublishAck(ctx context.Context, m *nats.Msg) (*jetstream.Pub
 	ack, err := p.js.PublishMsg(ctx, m)
 	if err != nil {
 		return nil, fmt.Errorf("publish %s: %w", m.Subject, err)
+	}
+	for _, h := range p.hooks {
+		h.Published(ctx, m, ack.Duplicate)
 	}
 	return ack, nil
 }

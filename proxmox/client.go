@@ -39,6 +39,7 @@ type clientOptions struct {
 	httpClient *http.Client
 	logger     *slog.Logger
 	taskPoll   time.Duration // see WithTaskPollInterval
+	wrap       TransportWrapper
 }
 
 // ClientOption customises [NewClient] and [NewClients].
@@ -94,6 +95,13 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		tr.TLSHandshakeTimeout = 10 * time.Second
 		hc = &http.Client{Transport: tr}
+	}
+	if o.wrap != nil {
+		next := hc.Transport
+		if next == nil {
+			next = http.DefaultTransport
+		}
+		hc.Transport = o.wrap(cfg, next)
 	}
 	log := o.logger.With("endpoint_id", cfg.ID, "endpoint", cfg.Name)
 	gpOpts := []gp.Option{

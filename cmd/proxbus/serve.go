@@ -13,8 +13,10 @@ import (
 // serveFlags are the flags of `serve`, shared by `dev` for the processor's tuning.
 type serveFlags struct {
 	natsURL, redisURL, netboxURL, netboxToken, endpointsFile, prefix, instance *string
-	logFormat, logLevel, redisKeyPrefix                                        *string
-	concurrency, maxDeliver                                                    *int
+	logFormat, logLevel, redisKeyPrefix, httpAddr                              *string
+	webhookSecret, webhookRules, proxboxAPIKey                                 *string
+	resultTimeout                                                              *time.Duration
+	concurrency, maxAckPending, maxDeliver, streamReplicas                     *int
 	ackWait, dedupeTTL, idemWindow, leaseTTL                                   *time.Duration
 	noProvision                                                                *bool
 	security                                                                   *securityFlags
@@ -32,8 +34,15 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		logFormat:      fs.str("log-format", "auto", "auto (tint on a terminal, else JSON), json or text"),
 		logLevel:       fs.str("log-level", "info", "debug, info, warn or error"),
 		redisKeyPrefix: fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key"),
+		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz and /readyz (e.g. :9090; empty: off)"),
+		webhookSecret:  fs.str("webhook-secret", "", "NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
+		webhookRules:   fs.str("webhook-rules", "", "YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)"),
+		proxboxAPIKey:  fs.str("proxbox-api-key", "", "X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
+		resultTimeout:  fs.duration("http-result-timeout", 60*time.Second, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
 		concurrency:    fs.integer("concurrency", 8, "commands processed at once (MaxAckPending)"),
+		maxAckPending:  fs.integer("max-ack-pending", 0, "commands in flight across all replicas (default --concurrency; with N replicas use N×concurrency)"),
 		maxDeliver:     fs.integer("max-deliver", 5, "deliveries before a command is dead-lettered"),
+		streamReplicas: fs.integer("stream-replicas", 1, "replica count of the provisioned streams (3 on a clustered broker)"),
 		ackWait:        fs.duration("ack-wait", 30*time.Second, "JetStream AckWait (kept alive by InProgress)"),
 		dedupeTTL:      fs.duration("dedupe-ttl", 24*time.Hour, "how long finished commands are remembered"),
 		idemWindow:     fs.duration("idempotency-window", 60*time.Second, "Idempotency-Key window"),
@@ -51,9 +60,13 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 	return app.Config{
 		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: *f.netboxToken,
 		EndpointsFile: *f.endpointsFile, SubjectPrefix: *f.prefix, Instance: *f.instance, RedisKeyPrefix: *f.redisKeyPrefix,
-		Concurrency: *f.concurrency, MaxDeliver: *f.maxDeliver, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
+		Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending, MaxDeliver: *f.maxDeliver, StreamReplicas: *f.streamReplicas, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
 		IdempotencyWindow: *f.idemWindow, LeaseTTL: *f.leaseTTL, NoProvision: *f.noProvision, LogHandler: h,
-		Security: f.security.security(),
+		Security: f.security.security(), HTTPAddr: *f.httpAddr,
+		Ingress: app.Ingress{
+			WebhookSecret: *f.webhookSecret, WebhookRulesFile: *f.webhookRules,
+			ProxboxAPIKey: *f.proxboxAPIKey, ResultTimeout: *f.resultTimeout,
+		},
 	}, nil
 }
 

@@ -8,7 +8,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -18,6 +21,8 @@ import (
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/internal/metrics"
+	"github.com/proxbus/proxbus/internal/tracing"
 	"github.com/proxbus/proxbus/netbox"
 	"github.com/proxbus/proxbus/proxmox"
 	"github.com/proxbus/proxbus/redact"
@@ -39,6 +44,9 @@ type Config struct {
 
 	SubjectPrefix     string        // default "proxbus"
 	Concurrency       int           // default 8
+	// MaxAckPending bounds the commands in flight across all replicas (the durable consumer's
+	// MaxAckPending; default Concurrency). With N replicas, set N×Concurrency.
+	MaxAckPending int
 	MaxDeliver        int           // default 5
 	AckWait           time.Duration // default 30s
 	Backoff           []time.Duration
@@ -52,6 +60,9 @@ type Config struct {
 	// TaskPollInterval is how often a Proxmox task's status is polled (default 500ms).
 	TaskPollInterval time.Duration
 	NoProvision      bool
+	// StreamReplicas is the replica count of the streams proxbus provisions (default 1; 3 on
+	// a clustered broker).
+	StreamReplicas int
 	// RedisKeyPrefix namespaces every Redis key (default "proxbus").
 	RedisKeyPrefix string
 	// Instance names this replica (default hostname-pid).
@@ -62,6 +73,19 @@ type Config struct {
 	OnReady func()
 	// Security holds the NATS, Redis and NetBox credentials/TLS settings (docs/security.md).
 	Security Security
+	// HTTPAddr is the listen address of the HTTP server serving /metrics, /healthz, /readyz
+	// and Routes (e.g. ":9090"); "" means no HTTP server.
+	HTTPAddr string
+	// HTTPListener, when set, is used instead of HTTPAddr (tests listen on 127.0.0.1:0);
+	// Serve closes it.
+	HTTPListener net.Listener
+	// Routes, when set, mounts more handlers on the HTTP server's mux before it starts.
+	Routes func(mux *http.ServeMux, deps RouteDeps)
+	// Tracing configures OpenTelemetry tracing; the zero value reads the OTEL_* environment
+	// (off unless it asks for an exporter).
+	Tracing tracing.Options
+	// Ingress enables the NetBox webhook ingress and the proxbox-api front on the HTTP server.
+	Ingress Ingress
 }
 
 // ErrConfig reports an unusable configuration.
@@ -106,10 +130,38 @@ func (c *Config) defaults() error {
 // Serve runs one proxbus replica until ctx is cancelled, then drains: in-flight commands are
 // completed before it returns. It returns an error when a dependency cannot be set up.
 func Serve(ctx context.Context, cfg Config) error {
+	if cfg.HTTPListener != nil {
+		defer cfg.HTTPListener.Close() // closed already when the server ran; harmless then
+	}
 	if err := cfg.defaults(); err != nil {
 		return err
 	}
-	var popts []proxmox.ClientOption
+	rules, err := cfg.Ingress.check(cfg.HTTPAddr != "" || cfg.HTTPListener != nil)
+	if err != nil {
+		return err
+	}
+	registry := handlers.NewRegistry(handlers.Builtin()...)
+	if cfg.Tracing.Instance == "" {
+		cfg.Tracing.Instance = cfg.Instance
+	}
+	tr, err := tracing.Setup(ctx, cfg.Tracing)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	defer func() { // flush the last spans, also after ctx was cancelled
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
+		defer cancel()
+		_ = tr.Shutdown(sctx)
+	}()
+	var st *store.Store // set below; read only at scrape time
+	m := metrics.New(metrics.Options{Verbs: registry.Names(), PendingRepairs: func(ctx context.Context) (int, error) {
+		reps, err := st.PendingRepairs(ctx)
+		return len(reps), err
+	}})
+	popts := []proxmox.ClientOption{proxmox.WithTransportWrapper(func(ep proxmox.EndpointConfig, next http.RoundTripper) http.RoundTripper {
+		id := strconv.FormatInt(ep.ID, 10)
+		return tr.Transport("proxmox", proxmox.APIOperation, m.ProxmoxTransport(id, proxmox.APIOperation, next))
+	})}
 	if cfg.TaskPollInterval > 0 {
 		popts = append(popts, proxmox.WithTaskPollInterval(cfg.TaskPollInterval))
 	}
@@ -120,12 +172,14 @@ func Serve(ctx context.Context, cfg Config) error {
 	secrets := append(clients.Secrets(), cfg.NetBoxToken)
 	secrets = append(secrets, URLPasswords(cfg.NATSURL)...)
 	secrets = append(secrets, URLPasswords(cfg.RedisURL)...)
+	secrets = append(secrets, cfg.Ingress.secrets()...)
 	log := slog.New(redact.NewHandler(cfg.LogHandler, secrets...)).With("instance", cfg.Instance)
 
 	hc, err := NetBoxHTTPClient(cfg.Security, cfg.NetBoxTimeout)
 	if err != nil {
 		return err
 	}
+	hc.Transport = tr.Transport("netbox", metrics.NetBoxOperation, m.NetBoxTransport(metrics.NetBoxOperation, hc.Transport))
 	nb, err := netbox.New(netbox.Config{URL: cfg.NetBoxURL, Token: cfg.NetBoxToken, Timeout: cfg.NetBoxTimeout, HTTPClient: hc})
 	if err != nil {
 		return fmt.Errorf("%w: netbox: %w", ErrConfig, err)
@@ -135,7 +189,8 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer rdb.Close()
-	st := store.New(rdb, store.Options{Prefix: cfg.RedisKeyPrefix, DedupeTTL: cfg.DedupeTTL, Window: cfg.IdempotencyWindow, LeaseTTL: cfg.LeaseTTL})
+	rdb.AddHook(m.RedisHook())
+	st = store.New(rdb, store.Options{Prefix: cfg.RedisKeyPrefix, DedupeTTL: cfg.DedupeTTL, Window: cfg.IdempotencyWindow, LeaseTTL: cfg.LeaseTTL})
 
 	nc, err := ConnectNATS(cfg.NATSURL, cfg.Security, "proxbus "+cfg.Instance, log)
 	if err != nil {
@@ -151,8 +206,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	subjects := events.NewSubjects(cfg.SubjectPrefix)
 	ccfg := consumer.Config{
-		Subjects: subjects, Concurrency: cfg.Concurrency, MaxDeliver: cfg.MaxDeliver, AckWait: cfg.AckWait,
-		Backoff: cfg.Backoff, Instance: cfg.Instance, Logger: slog.New(redact.NewHandler(cfg.LogHandler, secrets...)),
+		Subjects: subjects, Concurrency: cfg.Concurrency, MaxAckPending: cfg.MaxAckPending, MaxDeliver: cfg.MaxDeliver, AckWait: cfg.AckWait,
+		Backoff: cfg.Backoff, Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: slog.New(redact.NewHandler(cfg.LogHandler, secrets...)),
+		Observer: consumer.Observers(tr, m),
 	}.WithDefaults()
 	if !cfg.NoProvision {
 		if err := consumer.Provision(ctx, js, ccfg); err != nil {
@@ -160,9 +216,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 	}
 	emitter := events.NewEmitter(subjects, cfg.Instance)
-	pub := consumer.NewPublisher(js)
+	pub := consumer.NewPublisher(js, m)
 	pipeline, err := handlers.New(handlers.Config{
-		Registry:          handlers.NewRegistry(handlers.Builtin()...),
+		Registry:          registry,
 		Store:             st,
 		Endpoints:         netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
 		Journal:           nb,
@@ -181,10 +237,49 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("consumer: %w", err)
 	}
 
-	log.Info("proxbus serving", "nats", nc.ConnectedUrlRedacted(), "verbs", handlers.NewRegistry(handlers.Builtin()...).Names(),
-		"concurrency", ccfg.Concurrency, "endpoints", len(cfg.Endpoints))
+	mux := http.NewServeMux()
+	mux.Handle("GET "+PathMetrics, m.Handler())
+	mux.Handle("GET "+PathHealthz, HealthHandler())
+	mux.Handle("GET "+PathReadyz, ReadyHandler(
+		ReadyCheck{Name: "nats", Check: func(context.Context) error {
+			if !nc.IsConnected() {
+				return ErrNotReady
+			}
+			return nil
+		}},
+		ReadyCheck{Name: "redis", Check: st.Ping},
+		ReadyCheck{Name: "consumer", Check: func(context.Context) error {
+			if !cons.Ready() {
+				return ErrNotReady
+			}
+			return nil
+		}},
+	))
+	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
+	if cfg.Ingress.enabled() {
+		if err := cfg.Ingress.mount(mux, rules, deps); err != nil {
+			return err
+		}
+	}
+	if cfg.Routes != nil {
+		cfg.Routes(mux, deps)
+	}
+	hs, err := listenHTTP(cfg.HTTPAddr, cfg.HTTPListener, mux, log.With("component", "http"))
+	if err != nil {
+		return err
+	}
+
+	log.Info("proxbus serving", "nats", nc.ConnectedUrlRedacted(), "verbs", registry.Names(),
+		"concurrency", ccfg.Concurrency, "endpoints", len(cfg.Endpoints), "tracing", tr.On())
 	repairCtx, stopRepair := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	if hs != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hs.serve()
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -202,6 +297,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	runErr := cons.Run(ctx)
 	stopRepair()
+	if hs != nil {
+		hs.shutdown() // after the drain: /readyz answered 503 while it lasted
+	}
 	wg.Wait()
 	log.Info("proxbus stopped")
 	return runErr

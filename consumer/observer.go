@@ -1,0 +1,136 @@
+package consumer
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// Observer watches the consumer's work, for metrics and tracing, without the consumer
+// knowing either. Every method is called from worker goroutines concurrently and must be
+// fast and safe for concurrent use. A nil Observer in [Config] observes nothing.
+type Observer interface {
+	// Start is called once per delivery of a decodable command, just before the handler
+	// runs. The returned Observation's Context (when non-nil) is the context the handler
+	// runs in, e.g. one carrying a trace span that is a child of the command's traceparent;
+	// a non-empty TraceParent replaces cmd.TraceParent for the handler, so every event it
+	// publishes carries it; Done (when non-nil) is called once with the disposition after
+	// the handler returned (also after a panic, with the Retry it became).
+	Start(ctx context.Context, cmd events.Command, at Attempt) Observation
+	// Redelivered is called for every delivery after the first of a message on verb's
+	// subject ("" when the subject names no verb).
+	Redelivered(verb string)
+	// DeadLettered is called once a dead-letter copy has been newly stored (not for a
+	// duplicate of a copy another replica, or an earlier attempt, already stored).
+	DeadLettered(verb, reason string)
+}
+
+// Observation is what [Observer.Start] hands back for one delivery.
+type Observation struct {
+	// Context replaces the handler's context when non-nil.
+	Context context.Context
+	// TraceParent replaces the command's traceparent when non-empty.
+	TraceParent string
+	// Done is called with the disposition once the handler returned, when non-nil.
+	Done func(Disposition)
+}
+
+// PublishHook watches every message a [Publisher] stores. Published is called after the
+// stream acknowledged m; duplicate is true when the stream already held a message with its
+// Nats-Msg-Id (a replay). It must be fast, safe for concurrent use and must not modify m.
+type PublishHook interface {
+	Published(ctx context.Context, m *nats.Msg, duplicate bool)
+}
+
+// PublishHookFunc adapts a function to [PublishHook].
+type PublishHookFunc func(ctx context.Context, m *nats.Msg, duplicate bool)
+
+// Published calls f.
+func (f PublishHookFunc) Published(ctx context.Context, m *nats.Msg, duplicate bool) {
+	f(ctx, m, duplicate)
+}
+
+// noopObserver is the Observer of a Config without one.
+type noopObserver struct{}
+
+func (noopObserver) Start(context.Context, events.Command, Attempt) Observation { return Observation{} }
+func (noopObserver) Redelivered(string)                                         {}
+func (noopObserver) DeadLettered(string, string)                                {}
+
+// observer returns c.cfg.Observer or a no-op.
+func (c *Consumer) observer() Observer {
+	if c.cfg.Observer == nil {
+		return noopObserver{}
+	}
+	return c.cfg.Observer
+}
+
+// start runs the observer's Start for one delivery and returns the handler's context and
+// command, and the function to call with the disposition (never nil).
+func (c *Consumer) start(ctx context.Context, cmd events.Command, at Attempt) (context.Context, events.Command, func(Disposition)) {
+	obs := c.observer().Start(ctx, cmd, at)
+	if obs.Context != nil {
+		ctx = obs.Context
+	}
+	if obs.TraceParent != "" {
+		cmd.TraceParent = obs.TraceParent
+	}
+	done := obs.Done
+	if done == nil {
+		done = func(Disposition) {}
+	}
+	return ctx, cmd, done
+}
+
+// Observers returns an Observer that calls each of obs in order (nil ones skipped). Start
+// passes each observer the context the previous one returned; the last non-empty
+// TraceParent wins; Done calls every observer's Done in reverse order.
+func Observers(obs ...Observer) Observer {
+	var out multiObserver
+	for _, o := range obs {
+		if o != nil {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+type multiObserver []Observer
+
+func (m multiObserver) Start(ctx context.Context, cmd events.Command, at Attempt) Observation {
+	var res Observation
+	dones := make([]func(Disposition), 0, len(m))
+	for _, o := range m {
+		obs := o.Start(ctx, cmd, at)
+		if obs.Context != nil {
+			ctx = obs.Context
+			res.Context = ctx
+		}
+		if obs.TraceParent != "" {
+			res.TraceParent = obs.TraceParent
+		}
+		if obs.Done != nil {
+			dones = append(dones, obs.Done)
+		}
+	}
+	res.Done = func(d Disposition) {
+		for i := len(dones) - 1; i >= 0; i-- {
+			dones[i](d)
+		}
+	}
+	return res
+}
+
+func (m multiObserver) Redelivered(verb string) {
+	for _, o := range m {
+		o.Redelivered(verb)
+	}
+}
+
+func (m multiObserver) DeadLettered(verb, reason string) {
+	for _, o := range m {
+		o.DeadLettered(verb, reason)
+	}
+}

@@ -1,0 +1,152 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// RouteDeps is what [Config.Routes] gets to build extra HTTP handlers (a webhook ingress, an
+// HTTP front): the replica's NATS connection and JetStream context, the subjects, its
+// instance name and a logger that redacts the configured secrets.
+type RouteDeps struct {
+	NATS      *nats.Conn
+	JetStream jetstream.JetStream
+	Subjects  events.Subjects
+	Instance  string
+	Logger    *slog.Logger
+}
+
+// Paths of the built-in HTTP endpoints.
+const (
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+)
+
+// readyCheckTimeout bounds each dependency check of /readyz.
+const readyCheckTimeout = 2 * time.Second
+
+// httpShutdownTimeout bounds the graceful shutdown of the HTTP server after the drain.
+const httpShutdownTimeout = 5 * time.Second
+
+// ReadyCheck is one dependency /readyz checks: Check returns nil when it is up.
+type ReadyCheck struct {
+	Name  string
+	Check func(ctx context.Context) error
+}
+
+// readyBody is the JSON body of /readyz.
+type readyBody struct {
+	Ready bool     `json:"ready"`
+	Down  []string `json:"down,omitempty"`
+}
+
+// ReadyHandler serves /readyz: 200 {"ready":true} when every check passes, else 503 with
+// {"ready":false,"down":[names…]}. Checks run concurrently, each bounded by a short timeout;
+// error texts are never shown (they may name hosts or users).
+func ReadyHandler(checks ...ReadyCheck) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		down := make([]bool, len(checks))
+		var wg sync.WaitGroup
+		for i, c := range checks {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
+				defer cancel()
+				down[i] = c.Check(ctx) != nil
+			}()
+		}
+		wg.Wait()
+		body := readyBody{Ready: true}
+		for i, d := range down {
+			if d {
+				body.Ready = false
+				body.Down = append(body.Down, checks[i].Name)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		if !body.Ready {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(body)
+	})
+}
+
+// HealthHandler serves /healthz: 200 "ok" while the process serves HTTP at all.
+func HealthHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+}
+
+// ErrNotReady is what a failing readiness check returns when it has no better error.
+var ErrNotReady = errors.New("not ready")
+
+// httpServer is the replica's HTTP server: /metrics, /healthz, /readyz and the routes of
+// Config.Routes.
+type httpServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	log  *slog.Logger
+	done chan struct{}
+}
+
+// listenHTTP binds addr (or takes ln when given) for a server of mux. It returns nil, nil when
+// neither is set (HTTP off).
+func listenHTTP(addr string, ln net.Listener, mux *http.ServeMux, log *slog.Logger) (*httpServer, error) {
+	if ln == nil {
+		if addr == "" {
+			return nil, nil
+		}
+		var err error
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("%w: http listen %s: %w", ErrConfig, addr, err)
+		}
+	}
+	return &httpServer{
+		srv: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 5 * time.Second,
+			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		},
+		ln:   ln,
+		log:  log,
+		done: make(chan struct{}),
+	}, nil
+}
+
+// serve runs the server until shutdown; call it in a goroutine the caller waits for.
+func (h *httpServer) serve() {
+	defer close(h.done)
+	h.log.Info("http serving", "addr", h.ln.Addr().String())
+	if err := h.srv.Serve(h.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		h.log.Error("http server failed", "err", err)
+	}
+}
+
+// shutdown stops accepting, lets running requests finish (up to httpShutdownTimeout), then
+// closes what remains, and waits for serve to return.
+func (h *httpServer) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), httpShutdownTimeout)
+	defer cancel()
+	if err := h.srv.Shutdown(ctx); err != nil {
+		_ = h.srv.Close()
+	}
+	<-h.done
+}

@@ -1,0 +1,66 @@
+package app
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/proxbus/proxbus/ingress"
+)
+
+// Ingress configures the HTTP fronts that turn requests into commands (docs/ingress.md). Each
+// front is mounted only when its credential is set: nothing that publishes commands is ever
+// served anonymously. Both need the HTTP server (Config.HTTPAddr).
+type Ingress struct {
+	// WebhookSecret enables POST /webhooks/netbox, verified with X-Hook-Signature.
+	WebhookSecret string
+	// WebhookRulesFile maps plain NetBox webhook bodies to commands; empty: only structured
+	// CloudEvent bodies make commands.
+	WebhookRulesFile string
+	// ProxboxAPIKey enables the proxbox-api compatible POST /proxmox/storage/pbs, which
+	// requires it in X-Proxbox-API-Key.
+	ProxboxAPIKey string
+	// ResultTimeout is how long the proxbox-api front waits for a result (default 60s).
+	ResultTimeout time.Duration
+}
+
+// enabled reports whether any front is configured.
+func (i Ingress) enabled() bool { return i.WebhookSecret != "" || i.ProxboxAPIKey != "" }
+
+// secrets are the credentials the logs must never show.
+func (i Ingress) secrets() []string { return []string{i.WebhookSecret, i.ProxboxAPIKey} }
+
+// check refuses a configuration that cannot work, before anything is connected.
+func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
+	if !i.enabled() {
+		if i.WebhookRulesFile != "" {
+			return nil, fmt.Errorf("%w: a webhook rules file needs the webhook secret (PROXBUS_WEBHOOK_SECRET)", ErrConfig)
+		}
+		return nil, nil
+	}
+	if !httpOn {
+		return nil, fmt.Errorf("%w: the webhook ingress and the proxbox-api front need the HTTP server (PROXBUS_HTTP_ADDR)", ErrConfig)
+	}
+	if i.WebhookRulesFile == "" {
+		return nil, nil
+	}
+	rules, err := ingress.LoadRules(i.WebhookRulesFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return rules, nil
+}
+
+// mount adds the configured fronts to mux.
+func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps) error {
+	srv, err := ingress.New(ingress.Config{
+		JetStream: deps.JetStream, Conn: deps.NATS, Subjects: deps.Subjects,
+		WebhookSecret: i.WebhookSecret, Rules: rules, FrontAPIKey: i.ProxboxAPIKey,
+		ResultTimeout: i.ResultTimeout, Logger: deps.Logger.With("component", "ingress"),
+	})
+	if err != nil {
+		return fmt.Errorf("ingress: %w", err)
+	}
+	srv.Routes(mux)
+	return nil
+}

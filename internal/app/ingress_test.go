@@ -1,0 +1,58 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestIngressCheck pins when the fronts can start: a front needs the HTTP server, a rules file
+// needs the webhook secret, and a bad rules file is refused before anything connects.
+func TestIngressCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("rules:\n  - name: r\n    events: [updated]\n    object_type: virtualization.virtualmachine\n    verb: vm.start\n    endpoint: \"1\"\n    data:\n      vm: \"{{ .data.name }}\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("rules: [{name: r}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		in        Ingress
+		httpOn    bool
+		wantErr   bool
+		wantRules bool
+	}{
+		{name: "nothing configured", in: Ingress{}},
+		{name: "webhook without rules", in: Ingress{WebhookSecret: "s"}, httpOn: true},
+		{name: "webhook with rules", in: Ingress{WebhookSecret: "s", WebhookRulesFile: good}, httpOn: true, wantRules: true},
+		{name: "front only", in: Ingress{ProxboxAPIKey: "k"}, httpOn: true},
+		{name: "webhook without http", in: Ingress{WebhookSecret: "s"}, wantErr: true},
+		{name: "front without http", in: Ingress{ProxboxAPIKey: "k"}, wantErr: true},
+		{name: "rules without secret", in: Ingress{WebhookRulesFile: good}, httpOn: true, wantErr: true},
+		{name: "bad rules", in: Ingress{WebhookSecret: "s", WebhookRulesFile: bad}, httpOn: true, wantErr: true},
+		{name: "missing rules file", in: Ingress{WebhookSecret: "s", WebhookRulesFile: filepath.Join(dir, "none.yaml")}, httpOn: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			rules, err := tt.in.check(tt.httpOn)
+			if tt.wantErr {
+				if !errors.Is(err, ErrConfig) {
+					t.Fatalf("err = %v, want ErrConfig", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if (rules != nil) != tt.wantRules {
+				t.Fatalf("rules loaded = %v, want %v", rules != nil, tt.wantRules)
+			}
+		})
+	}
+}

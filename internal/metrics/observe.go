@@ -1,0 +1,197 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/consumer"
+	"github.com/proxbus/proxbus/events"
+)
+
+var (
+	_ consumer.Observer    = (*Metrics)(nil)
+	_ consumer.PublishHook = (*Metrics)(nil)
+)
+
+// Start counts the delivery in flight and, once the handler returned, observes its duration
+// by verb and disposition (consumer.Observer).
+func (m *Metrics) Start(_ context.Context, cmd events.Command, _ consumer.Attempt) consumer.Observation {
+	m.inFlight.Inc()
+	start := m.now()
+	verb := m.verb(cmd.Verb)
+	return consumer.Observation{Done: func(d consumer.Disposition) {
+		m.inFlight.Dec()
+		m.commandDuration.WithLabelValues(verb, d.Action.String()).Observe(m.now().Sub(start).Seconds())
+	}}
+}
+
+// Redelivered counts a redelivery (consumer.Observer).
+func (m *Metrics) Redelivered(verb string) { m.redeliveries.WithLabelValues(m.verb(verb)).Inc() }
+
+// DeadLettered counts a dead letter (consumer.Observer).
+func (m *Metrics) DeadLettered(verb, reason string) {
+	m.deadLetters.WithLabelValues(m.verb(verb), boundedWord(reason)).Inc()
+}
+
+// Published reads a stored event (consumer.PublishHook): a result event counts its command
+// by verb, result and status; step events time each step from started to done, error or
+// skipped. A duplicate (replayed) event is counted in events_published_total only. Anything
+// that is not a proxbus event is ignored.
+func (m *Metrics) Published(_ context.Context, msg *nats.Msg, duplicate bool) {
+	if msg == nil || msg.Header.Get(events.HeaderContentType) != events.ContentTypeCE {
+		return
+	}
+	var ev struct {
+		Type string          `json:"type"`
+		Data json.RawMessage `json:"data"`
+	}
+	if json.Unmarshal(msg.Data, &ev) != nil || !strings.HasPrefix(ev.Type, events.TypePrefix) {
+		return
+	}
+	kind := ev.Type[strings.LastIndex(ev.Type, ".")+1:]
+	switch kind {
+	case "step", "result", "repaired":
+	default:
+		return
+	}
+	m.events.WithLabelValues(kind, strconv.FormatBool(duplicate)).Inc()
+	if duplicate {
+		return
+	}
+	switch kind {
+	case "result":
+		var r events.Result
+		if json.Unmarshal(ev.Data, &r) != nil {
+			return
+		}
+		m.commands.WithLabelValues(m.verb(r.Verb), boundedWord(r.Result), strconv.Itoa(r.Status)).Inc()
+		m.steps.forget(r.CommandSource, r.CommandID)
+	case "step":
+		var st events.Step
+		if json.Unmarshal(ev.Data, &st) != nil {
+			return
+		}
+		m.step(st)
+	}
+}
+
+// step records a started step or observes the duration of a finished one.
+func (m *Metrics) step(st events.Step) {
+	at := st.At
+	if at.IsZero() {
+		at = m.now()
+	}
+	switch st.Status {
+	case events.StepStarted:
+		m.steps.start(st.CommandSource, st.CommandID, st.Step, at)
+	case events.StepDone, events.StepError, events.StepSkipped:
+		if began, ok := m.steps.finish(st.CommandSource, st.CommandID, st.Step); ok {
+			m.stepDuration.WithLabelValues(m.verb(st.Verb), boundedWord(st.Step), string(st.Status)).
+				Observe(max(at.Sub(began), 0).Seconds())
+		}
+	}
+}
+
+// boundedWord keeps a label value from proxbus's own vocabulary (lower-case words with
+// _ . -), replacing anything else, or anything long, by "other".
+func boundedWord(s string) string {
+	if s == "" || len(s) > 64 {
+		return "other"
+	}
+	for _, r := range s {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' && r != '.' && r != '-' {
+			return "other"
+		}
+	}
+	return s
+}
+
+// stepTracker remembers when each running step started, per command, up to a bound.
+type stepTracker struct {
+	mu    sync.Mutex
+	max   int
+	n     int
+	byCmd map[string]map[string]time.Time
+}
+
+func newStepTracker(maxSteps int) *stepTracker {
+	return &stepTracker{max: maxSteps, byCmd: map[string]map[string]time.Time{}}
+}
+
+func cmdKey(source, id string) string { return source + "\x00" + id }
+
+func (t *stepTracker) start(source, id, step string, at time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := cmdKey(source, id)
+	steps := t.byCmd[k]
+	if _, ok := steps[step]; ok {
+		steps[step] = at
+		return
+	}
+	if t.n >= t.max {
+		t.evictBefore(at.Add(-time.Hour))
+		if t.n >= t.max {
+			return
+		}
+	}
+	if steps == nil {
+		steps = map[string]time.Time{}
+		t.byCmd[k] = steps
+	}
+	steps[step] = at
+	t.n++
+}
+
+func (t *stepTracker) finish(source, id, step string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := cmdKey(source, id)
+	began, ok := t.byCmd[k][step]
+	if !ok {
+		return time.Time{}, false
+	}
+	delete(t.byCmd[k], step)
+	t.n--
+	if len(t.byCmd[k]) == 0 {
+		delete(t.byCmd, k)
+	}
+	return began, true
+}
+
+// forget drops every step of a command that has its result.
+func (t *stepTracker) forget(source, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	k := cmdKey(source, id)
+	t.n -= len(t.byCmd[k])
+	delete(t.byCmd, k)
+}
+
+// evictBefore drops steps started before cutoff (commands that never finished here).
+func (t *stepTracker) evictBefore(cutoff time.Time) {
+	for k, steps := range t.byCmd {
+		for s, at := range steps {
+			if at.Before(cutoff) {
+				delete(steps, s)
+				t.n--
+			}
+		}
+		if len(steps) == 0 {
+			delete(t.byCmd, k)
+		}
+	}
+}
+
+// size returns the number of tracked steps.
+func (t *stepTracker) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.n
+}

@@ -1,0 +1,225 @@
+package tracing
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/proxbus/proxbus/consumer"
+	"github.com/proxbus/proxbus/events"
+)
+
+const (
+	incoming = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	traceID  = "4bf92f3577b34da6a3ce929d0e0e4736"
+	parentID = "00f067aa0ba902b7"
+)
+
+func TestEnabled(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  map[string]string
+		want bool
+	}{
+		{"nothing set", nil, false},
+		{"exporter otlp", map[string]string{"OTEL_TRACES_EXPORTER": "otlp"}, true},
+		{"exporter none", map[string]string{"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, false},
+		{"endpoint", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318"}, true},
+		{"traces endpoint", map[string]string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://c:4318/v1/traces"}, true},
+		{"sdk disabled", map[string]string{"OTEL_SDK_DISABLED": "true", "OTEL_TRACES_EXPORTER": "otlp"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			o := Options{Getenv: func(k string) string { return tc.env[k] }}
+			if got := Enabled(o); got != tc.want {
+				t.Errorf("Enabled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// setup returns tracing on with an in-memory exporter.
+func setup(t *testing.T) (*Tracing, *tracetest.InMemoryExporter) {
+	t.Helper()
+	exp := tracetest.NewInMemoryExporter()
+	tr, err := Setup(context.Background(), Options{Exporter: exp, Instance: "test"})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	t.Cleanup(func() { _ = tr.Shutdown(context.Background()) })
+	return tr, exp
+}
+
+func TestOffMakesNoSpansAndKeepsTheTraceParent(t *testing.T) {
+	t.Parallel()
+	tr, err := Setup(context.Background(), Options{Getenv: func(string) string { return "" }})
+	if err != nil {
+		t.Fatalf("setup: %v", err)
+	}
+	if tr.On() {
+		t.Fatal("tracing on without configuration")
+	}
+	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, consumer.Attempt{Delivered: 1})
+	if obs.Context != nil || obs.TraceParent != "" || obs.Done != nil {
+		t.Errorf("off observer changed the delivery: %+v", obs)
+	}
+	next := http.DefaultTransport
+	if got := tr.Transport("netbox", func(*http.Request) string { return "x" }, next); got != next {
+		t.Error("off transport is wrapped")
+	}
+	if err := tr.Shutdown(context.Background()); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}
+
+func TestCommandSpanContinuesTheTraceParent(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		tp         string
+		action     consumer.Action
+		wantStatus codes.Code
+		wantParent bool
+	}{
+		{"with parent, ack", incoming, consumer.Ack, codes.Unset, true},
+		{"with parent, retry", incoming, consumer.Retry, codes.Error, true},
+		{"no parent, dead letter", "", consumer.DeadLetterAction, codes.Error, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tr, exp := setup(t)
+			cmd := events.Command{ID: "c1", Source: "/t", Verb: "vm.start", TraceParent: tc.tp, Data: []byte(`{"password":"CANARY"}`)}
+			obs := tr.Start(context.Background(), cmd, consumer.Attempt{Delivered: 2})
+			sc := trace.SpanContextFromContext(obs.Context)
+			if !sc.IsValid() {
+				t.Fatal("handler context carries no span")
+			}
+			if tc.wantParent && sc.TraceID().String() != traceID {
+				t.Errorf("trace id %s, want %s", sc.TraceID(), traceID)
+			}
+			wantTP := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
+			if obs.TraceParent != wantTP {
+				t.Errorf("traceparent %q, want %q", obs.TraceParent, wantTP)
+			}
+			obs.Done(consumer.Disposition{Action: tc.action})
+			spans := exp.GetSpans()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			s := spans[0]
+			if s.SpanKind != trace.SpanKindConsumer || s.Name != "proxbus.command vm.start" {
+				t.Errorf("span %q kind %v", s.Name, s.SpanKind)
+			}
+			if tc.wantParent && s.Parent.SpanID().String() != parentID {
+				t.Errorf("parent span %s, want %s", s.Parent.SpanID(), parentID)
+			}
+			if !tc.wantParent && s.Parent.IsValid() {
+				t.Errorf("root span has parent %s", s.Parent.SpanID())
+			}
+			if s.Status.Code != tc.wantStatus {
+				t.Errorf("status %v, want %v", s.Status.Code, tc.wantStatus)
+			}
+			for _, a := range s.Attributes {
+				if strings.Contains(a.Value.Emit(), "CANARY") {
+					t.Errorf("attribute %s carries command data", a.Key)
+				}
+			}
+		})
+	}
+}
+
+func TestTransportMakesClientSpansAndPropagates(t *testing.T) {
+	t.Parallel()
+	tr, exp := setup(t)
+	var mu sync.Mutex
+	var gotHeader string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		gotHeader = r.Header.Get("traceparent")
+		mu.Unlock()
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(srv.Close)
+	c := &http.Client{Transport: tr.Transport("proxmox", func(r *http.Request) string { return r.Method + " /nodes/{node}" }, nil)}
+
+	// Without a span in the context: no span, no header.
+	resp, err := c.Get(srv.URL + "/api2/json/nodes/pve1?secret=CANARY")
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	resp.Body.Close()
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Errorf("%d spans without a command span", n)
+	}
+
+	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, consumer.Attempt{Delivered: 1})
+	req, _ := http.NewRequestWithContext(obs.Context, http.MethodGet, srv.URL+"/api2/json/nodes/pve1?secret=CANARY", nil)
+	resp, err = c.Do(req)
+	if err != nil {
+		t.Fatalf("get: %v", err)
+	}
+	resp.Body.Close()
+	obs.Done(consumer.Disposition{})
+
+	spans := exp.GetSpans()
+	if len(spans) != 2 {
+		t.Fatalf("%d spans, want 2", len(spans))
+	}
+	client := spans[0]
+	if client.Name != "proxmox GET /nodes/{node}" || client.SpanKind != trace.SpanKindClient {
+		t.Errorf("client span %q kind %v", client.Name, client.SpanKind)
+	}
+	if client.SpanContext.TraceID().String() != traceID || client.Parent.SpanID() != spans[1].SpanContext.SpanID() {
+		t.Errorf("client span is not the command span's child")
+	}
+	if client.Status.Code != codes.Error {
+		t.Errorf("a 503 left status %v", client.Status.Code)
+	}
+	var urlFull string
+	for _, a := range client.Attributes {
+		if v := a.Value.Emit(); strings.Contains(v, "CANARY") || strings.Contains(v, "secret") {
+			t.Errorf("attribute %s = %q leaks the query string", a.Key, v)
+		}
+		if a.Key == "url.full" {
+			urlFull = a.Value.AsString()
+		}
+	}
+	if urlFull != srv.URL+"/api2/json/nodes/pve1" {
+		t.Errorf("url.full = %q, want the URL without its query", urlFull)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "00-" + traceID + "-" + client.SpanContext.SpanID().String() + "-01"
+	if gotHeader != want {
+		t.Errorf("server saw traceparent %q, want %q", gotHeader, want)
+	}
+}
+
+// TestUnsampledParentKeepsTheTraceParent: under an unsampled parent (the default sampler is
+// parent-based) nothing is exported and the command keeps its own traceparent.
+func TestUnsampledParentKeepsTheTraceParent(t *testing.T) {
+	t.Parallel()
+	tr, exp := setup(t)
+	unsampled := "00-" + traceID + "-" + parentID + "-00"
+	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: unsampled}, consumer.Attempt{Delivered: 1})
+	if obs.TraceParent != "" {
+		t.Errorf("traceparent %q replaced the command's", obs.TraceParent)
+	}
+	if got := trace.SpanContextFromContext(obs.Context).TraceID().String(); got != traceID {
+		t.Errorf("handler context in trace %s, want %s", got, traceID)
+	}
+	obs.Done(consumer.Disposition{})
+	if n := len(exp.GetSpans()); n != 0 {
+		t.Errorf("%d spans exported under an unsampled parent", n)
+	}
+}
