@@ -1,0 +1,335 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/consumer"
+	"github.com/proxbus/proxbus/events"
+)
+
+// waitLimit bounds every wait below. It is a safety net against a hung test, not a timed
+// assertion: each wait ends as soon as its condition holds.
+const waitLimit = 30 * time.Second
+
+// natsUser is one client of the accounts.conf server, with the asynchronous errors (the
+// server's permission violations) its connection received.
+type natsUser struct {
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	errs chan error
+}
+
+// startAccountsServer runs a JetStream server whose users and permissions are exactly
+// nats/accounts.conf, with a password per variable it reads, and returns a connect function.
+func startAccountsServer(t *testing.T) func(user string) *natsUser {
+	t.Helper()
+	passwords := map[string]string{}
+	for _, v := range natsPasswordVariables(t) {
+		passwords[v] = "pw-" + strings.ToLower(v)
+		t.Setenv(v, passwords[v])
+	}
+	dir := t.TempDir()
+	raw, err := os.ReadFile("nats/accounts.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "accounts.conf"), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(conf, []byte("include accounts.conf\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatalf("accounts.conf: %v", err)
+	}
+	opts.Host, opts.Port = "127.0.0.1", -1
+	opts.JetStream, opts.StoreDir = true, t.TempDir()
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatalf("server with accounts.conf: %v", err)
+	}
+	go srv.Start() // ended by Shutdown in the cleanup, which waits for it
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(waitLimit) {
+		t.Fatal("server with accounts.conf not ready")
+	}
+	return func(user string) *natsUser {
+		t.Helper()
+		u := &natsUser{errs: make(chan error, 64)}
+		pw := passwords["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pw),
+			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+				select {
+				case u.errs <- err:
+				default:
+				}
+			}))
+		if err != nil {
+			t.Fatalf("connect as %s: %v", user, err)
+		}
+		t.Cleanup(nc.Close)
+		if u.js, err = jetstream.New(nc); err != nil {
+			t.Fatal(err)
+		}
+		u.nc = nc
+		return u
+	}
+}
+
+// denied reports whether the server refused the last operation with a permission violation.
+func (u *natsUser) denied(t *testing.T) bool {
+	t.Helper()
+	if err := u.nc.Flush(); err != nil {
+		t.Fatalf("flush: %v", err)
+	}
+	select {
+	case err := <-u.errs:
+		return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permissions violation")
+	case <-time.After(waitLimit):
+		return false
+	}
+}
+
+// noErrors fails when the connection received any asynchronous error.
+func (u *natsUser) noErrors(t *testing.T, who string) {
+	t.Helper()
+	for {
+		select {
+		case err := <-u.errs:
+			t.Errorf("%s: %v", who, err)
+		default:
+			return
+		}
+	}
+}
+
+// eventually reports whether cond held within waitLimit, polling it.
+func eventually(cond func() bool) bool {
+	deadline := time.Now().Add(waitLimit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// TestNATSAccountPermissions runs proxbus's consumer, a producer, a subscriber and the CLI
+// against a server configured by nats/accounts.conf: each role can do its whole job (the
+// proxbus user provisions, fetches, acks, dead-letters a poison message and an exhausted
+// command from the max-deliveries advisory) and nothing outside it. Not parallel: it sets
+// the password variables in the environment.
+func TestNATSAccountPermissions(t *testing.T) {
+	connect := startAccountsServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	t.Cleanup(cancel)
+	subjects := events.NewSubjects("")
+	cfg := consumer.Config{
+		Subjects: subjects, MaxDeliver: 1, FetchWait: 200 * time.Millisecond,
+		AckWait: 2 * time.Second, Heartbeat: 500 * time.Millisecond, SweepInterval: 200 * time.Millisecond,
+		Instance: "deploy-test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+
+	svc := connect("proxbus")
+	if _, err := svc.js.AccountInfo(ctx); err != nil {
+		t.Fatalf("proxbus: account info (readiness): %v", err)
+	}
+	if err := consumer.Provision(ctx, svc.js, cfg); err != nil {
+		t.Fatalf("proxbus: provision: %v", err)
+	}
+
+	producer := connect("producer")
+	for _, c := range []events.Command{
+		{Verb: "vm.start", ID: "ok-1", Source: "/deploy-test", Data: []byte(`{"vm":100}`)},
+		{Verb: "vm.start", ID: "exhaust-1", Source: "/deploy-test", Data: []byte(`{"vm":101}`)},
+	} {
+		m, err := events.EncodeBinary(subjects, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := producer.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("producer: publish command: %v", err)
+		}
+	}
+	poison := nats.NewMsg(subjects.Command("vm.start"))
+	poison.Header.Set("ce-specversion", "0.3")
+	poison.Header.Set("ce-id", "poison-1")
+	poison.Header.Set("ce-source", "/deploy-test")
+	poison.Header.Set("ce-type", "proxbus.vm.start")
+	poison.Data = []byte(`{}`)
+	if _, err := producer.js.PublishMsg(ctx, poison); err != nil {
+		t.Fatalf("producer: publish poison: %v", err)
+	}
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := consumer.HandlerFunc(func(_ context.Context, cmd events.Command, _ consumer.Attempt) consumer.Disposition {
+		mu.Lock()
+		handled[cmd.ID]++
+		mu.Unlock()
+		if cmd.ID == "exhaust-1" {
+			return consumer.Disposition{Action: consumer.Retry}
+		}
+		return consumer.Disposition{Action: consumer.Ack}
+	})
+	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js), events.NewEmitter(subjects, "deploy-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := c.Run(runCtx); err != nil {
+			t.Errorf("proxbus: consumer run: %v", err)
+		}
+	}()
+	t.Cleanup(func() { stop(); wg.Wait() })
+
+	admin := connect("admin")
+	msgs := func(stream string) uint64 {
+		s, err := admin.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatalf("admin: stream %s: %v", stream, err)
+		}
+		return s.CachedInfo().State.Msgs
+	}
+	if !eventually(func() bool {
+		return msgs(subjects.CommandsStream()) == 0 && msgs(subjects.DLQStream()) == 2 && msgs(subjects.EventsStream()) == 2
+	}) {
+		svc.noErrors(t, "proxbus") // the permission the proxbus user lacked, if any
+		t.Fatalf("never happened: commands acked or dead-lettered, 2 dead letters, 2 results (now %d, %d, %d)",
+			msgs(subjects.CommandsStream()), msgs(subjects.DLQStream()), msgs(subjects.EventsStream()))
+	}
+	stop()
+	wg.Wait()
+	mu.Lock()
+	if handled["ok-1"] != 1 || handled["exhaust-1"] != 1 {
+		t.Errorf("handled %v, want ok-1 and exhaust-1 once each", handled)
+	}
+	mu.Unlock()
+	dls, err := consumer.ListDeadLetters(ctx, admin.js, subjects, 0)
+	if err != nil {
+		t.Fatalf("admin: list dead letters: %v", err)
+	}
+	reasons := map[string]bool{}
+	for _, d := range dls {
+		reasons[d.Reason] = true
+	}
+	if !reasons[consumer.ReasonInvalidCommand] || !reasons[consumer.ReasonMaxDeliveries] {
+		t.Errorf("dead-letter reasons %v, want %s and %s", reasons, consumer.ReasonInvalidCommand, consumer.ReasonMaxDeliveries)
+	}
+	svc.noErrors(t, "proxbus")
+	producer.noErrors(t, "producer")
+
+	sub := connect("subscriber")
+	oc, err := sub.js.OrderedConsumer(ctx, subjects.EventsStream(), jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("subscriber: ordered consumer on events: %v", err)
+	}
+	batch, err := oc.Fetch(2, jetstream.FetchMaxWait(waitLimit))
+	if err != nil {
+		t.Fatalf("subscriber: fetch events: %v", err)
+	}
+	n := 0
+	for range batch.Messages() {
+		n++
+	}
+	if n != 2 {
+		t.Errorf("subscriber read %d events, want 2 (%v)", n, batch.Error())
+	}
+	if _, err := sub.nc.SubscribeSync(subjects.EventsFilter()); err != nil {
+		t.Fatalf("subscriber: subscribe events: %v", err)
+	}
+	sub.noErrors(t, "subscriber")
+
+	cli := connect("cli")
+	m, err := events.EncodeBinary(subjects, events.Command{Verb: "vm.list", ID: "cli-1", Source: "urn:proxbus:cli", Data: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.js.PublishMsg(ctx, m); err != nil {
+		t.Errorf("cli: publish command: %v", err)
+	}
+	if _, err := cli.js.OrderedConsumer(ctx, subjects.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects.Follow("cli-1")}}); err != nil {
+		t.Errorf("cli: follow events: %v", err)
+	}
+	cli.noErrors(t, "cli")
+
+	refusals := []struct {
+		name string
+		u    *natsUser
+		do   func(u *natsUser) error
+	}{
+		{"producer publishes an event", producer, func(u *natsUser) error { return u.nc.Publish(subjects.Result("x"), []byte(`{}`)) }},
+		{"producer reads events", producer, func(u *natsUser) error { _, err := u.nc.SubscribeSync(subjects.EventsFilter()); return err }},
+		{"producer reads dead letters", producer, func(u *natsUser) error { _, err := u.nc.SubscribeSync(subjects.DLQFilter()); return err }},
+		{"subscriber publishes a command", sub, func(u *natsUser) error { return u.nc.Publish(subjects.Command("vm.start"), []byte(`{}`)) }},
+		{"subscriber publishes an event", sub, func(u *natsUser) error { return u.nc.Publish(subjects.Result("x"), []byte(`{}`)) }},
+		{"subscriber deletes the events stream", sub, func(u *natsUser) error {
+			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.EventsStream(), nil)
+		}},
+		{"proxbus publishes a command", svc, func(u *natsUser) error { return u.nc.Publish(subjects.Command("vm.start"), []byte(`{}`)) }},
+		{"proxbus deletes a stream", svc, func(u *natsUser) error {
+			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.CommandsStream(), nil)
+		}},
+		{"proxbus reads commands outside its consumer", svc, func(u *natsUser) error { _, err := u.nc.SubscribeSync(subjects.CommandsFilter()); return err }},
+		{"cli deletes the events stream", cli, func(u *natsUser) error {
+			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.EventsStream(), nil)
+		}},
+	}
+	for _, r := range refusals {
+		if err := r.do(r.u); err != nil {
+			t.Fatalf("%s: %v", r.name, err)
+		}
+		if !r.u.denied(t) {
+			t.Errorf("%s: allowed, want a permission violation", r.name)
+		}
+	}
+}
+
+// TestNATSClusterConfigParses checks that nats/cluster.conf (with accounts.conf) is a valid
+// server configuration: JetStream and a three-route cluster. Not parallel: it sets the
+// password variables in the environment.
+func TestNATSClusterConfigParses(t *testing.T) {
+	for _, v := range natsPasswordVariables(t) {
+		t.Setenv(v, "x")
+	}
+	opts, err := server.ProcessConfigFile("nats/cluster.conf")
+	if err != nil {
+		t.Fatalf("nats/cluster.conf: %v", err)
+	}
+	if !opts.JetStream {
+		t.Error("JetStream is not enabled")
+	}
+	if len(opts.Routes) != 3 {
+		t.Errorf("%d routes, want 3", len(opts.Routes))
+	}
+	if opts.Cluster.Name == "" {
+		t.Error("the cluster has no name")
+	}
+	if len(opts.Accounts) == 0 {
+		t.Error("accounts.conf defines no account")
+	}
+}
