@@ -12,7 +12,9 @@ import (
 	"github.com/proxbus/proxbus/store"
 )
 
-// cmdJournal lists the terminal journal updates still waiting to be applied (contract §6).
+// cmdJournal lists the terminal journal updates still waiting to be applied (contract §6):
+// a table and a count with --output text (the default), one JSON line per pending repair (the
+// stored record, whose comments are already redacted) with --output json.
 func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "pending" {
 		return fmt.Errorf("%w: proxbus journal pending", errUsage)
@@ -20,7 +22,12 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs := newFlagSet("journal pending", stderr)
 	redisURL := fs.str("redis-url", "redis://127.0.0.1:6379/0", "Redis URL")
 	prefix := fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key")
+	output := outputFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	format, err := outputOf(output)
+	if err != nil {
 		return err
 	}
 	opts, err := redis.ParseURL(*redisURL)
@@ -32,6 +39,14 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	repairs, err := store.New(rdb, store.Options{Prefix: *prefix}).PendingRepairs(ctx)
 	if err != nil {
 		return err
+	}
+	if format == outputJSON {
+		for _, r := range repairs {
+			if err := writeJSONLine(stdout, r); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "COMMAND\tVERB\tJOURNAL ENTRY\tATTEMPTS\tNEXT\tLAST ERROR")

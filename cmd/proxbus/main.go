@@ -30,13 +30,18 @@ Usage:
   proxbus serve [flags]                 run the processor
   proxbus dev [--demo] [--redis-url U]  everything on embedded defaults (NATS, store, simulators)
   proxbus send <verb> [--endpoint N] [--data JSON|@file] [--idempotency-key K] [--id ID] [--no-wait]
+                                        publish a command, show each step with its duration, print the result
   proxbus events [--id ID] [--all]      tail events
   proxbus dlq list|show SEQ|replay SEQ  inspect and re-inject dead letters
   proxbus journal pending               list journal updates waiting for NetBox
-  proxbus streams apply                 create or update the streams and the consumer
+  proxbus streams apply [--stream-replicas N]
+                                        create or update the streams and the consumer
   proxbus sim pve|netbox [--addr A] [--scenario demo]
+  proxbus completion bash|zsh|fish      print a shell completion script
   proxbus version
 
+send, events, dlq list|show, journal pending and version take --output text|json
+($PROXBUS_OUTPUT, default text): human lines, or the raw documents as JSON (one per line).
 Every flag has a PROXBUS_* environment variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
 Run 'proxbus <command> -h' for a command's flags.
 `
@@ -75,8 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdStreams(ctx, args[1:], stdout, stderr)
 	case "sim":
 		err = cmdSim(ctx, args[1:], stdout, stderr)
+	case "completion":
+		err = cmdCompletion(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "proxbus", versionString())
+		err = cmdVersion(args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 	default:
@@ -190,13 +197,4 @@ func logHandler(w io.Writer, format, level string) (slog.Handler, error) {
 	default:
 		return nil, fmt.Errorf("%w: --log-format must be auto, json or text", errUsage)
 	}
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +24,9 @@ import (
 	"github.com/proxbus/proxbus/internal/testenv"
 	"github.com/proxbus/proxbus/store"
 )
+
+// stepLine is a step's line in send's text output: seq, name, status and duration.
+var stepLine = regexp.MustCompile(`(?m)^  step \d+ create_storage +done +\d+(ms|\.\ds)`)
 
 const fp = "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"
 
@@ -65,12 +69,20 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	return code, out.String(), errb.String()
 }
 
-// TestVersion pins `proxbus version`.
+// TestVersion pins `proxbus version` in both output modes, and unknown commands.
 func TestVersion(t *testing.T) {
 	t.Parallel()
 	code, out, _ := runCLI(t, "version")
 	if code != 0 || !strings.HasPrefix(out, "proxbus ") {
 		t.Fatalf("code %d out %q", code, out)
+	}
+	code, out, _ = runCLI(t, "version", "--output", "json")
+	var v struct{ Version, Go string }
+	if err := json.Unmarshal([]byte(out), &v); code != 0 || err != nil || v.Version == "" || !strings.HasPrefix(v.Go, "go") {
+		t.Errorf("version --output json: code %d %q (%v)", code, out, err)
+	}
+	if code, _, errOut := runCLI(t, "version", "--output", "yaml"); code != 2 || !strings.Contains(errOut, "--output must be text or json") {
+		t.Errorf("bad --output: code %d %q", code, errOut)
 	}
 	if code, _, errOut := runCLI(t, "bogus"); code != 2 || !strings.Contains(errOut, "unknown command") {
 		t.Errorf("unknown command: code %d %q", code, errOut)
@@ -101,8 +113,11 @@ func TestSend(t *testing.T) {
 			if code != tc.wantCode || !strings.Contains(out, tc.wantOut) {
 				t.Fatalf("code %d (want %d)\nstdout %s\nstderr %s", code, tc.wantCode, out, errOut)
 			}
-			if tc.wantSteps && !strings.Contains(errOut, "create_storage") {
-				t.Errorf("steps not shown: %s", errOut)
+			if tc.wantSteps && !stepLine.MatchString(errOut) {
+				t.Errorf("no step line with its duration: %s", errOut)
+			}
+			if strings.ContainsAny(errOut, "\r\x1b") {
+				t.Errorf("control characters on a non-terminal: %q", errOut)
 			}
 			if strings.Contains(out+errOut, "cli-secret") {
 				t.Error("the password was printed")
@@ -227,8 +242,8 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PROXBUS_NATS_URL="+env.NATSURL, "PROXBUS_REDIS_URL="+r.URL, "PROXBUS_REDIS_KEY_PREFIX="+r.Prefix,
 		"PROXBUS_NETBOX_URL="+env.NetBoxURL, "PROXBUS_NETBOX_TOKEN="+app.DemoNetBoxToken, "PROXBUS_ENDPOINTS_FILE="+endpoints,
 		"LAB_SECRET="+app.DemoPVESecret, "PROXBUS_LOG_FORMAT=json")
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -243,10 +258,11 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	subjects := events.NewSubjects("")
 	c := events.Command{ID: "sigterm-1", Source: "/test", Verb: "storage.pbs.create", Type: "proxbus.storage.pbs.create",
 		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(pbsJSON("sig1"))}
-	// Wait for the replica to provision the streams, then publish.
+	// Wait for the replica to provision the streams (the events stream is created after the
+	// commands stream), then publish.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if _, err := js.Stream(context.Background(), "PROXBUS_COMMANDS"); err == nil {
+		if _, err := js.Stream(context.Background(), "PROXBUS_EVENTS"); err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -350,7 +366,8 @@ func TestSim(t *testing.T) {
 	}
 }
 
-// TestEvents pins `proxbus events --id`: one JSON line per event of that command.
+// TestEvents pins `proxbus events --id --output json`: one JSON line per event of that
+// command (text mode is pinned by TestOutputModes).
 func TestEvents(t *testing.T) {
 	t.Parallel()
 	env := devEnv(t)
@@ -361,7 +378,9 @@ func TestEvents(t *testing.T) {
 	defer cancel()
 	out := newLineWriter()
 	done := make(chan error, 1)
-	go func() { done <- cmdEvents(ctx, []string{"--id", "ev-1", "--nats-url", env.NATSURL}, out, io.Discard) }()
+	go func() {
+		done <- cmdEvents(ctx, []string{"--id", "ev-1", "--nats-url", env.NATSURL, "--output", "json"}, out, io.Discard)
+	}()
 	var sawStep, sawResult bool
 	for !sawResult {
 		line := out.next(t)
@@ -399,5 +418,12 @@ func TestJournalPending(t *testing.T) {
 	code, out, errOut := runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix)
 	if code != 0 || !strings.Contains(out, "pending-1") || !strings.Contains(out, "journal-entries/7/") || !strings.Contains(out, "1 pending") {
 		t.Fatalf("code %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix, "--output", "json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var rep store.Repair
+	if code != 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &rep) != nil ||
+		rep.Command.ID != "pending-1" || rep.JournalID != 7 || rep.Verb != "vm.start" {
+		t.Fatalf("--output json: code %d\n%s\n%s", code, out, errOut)
 	}
 }

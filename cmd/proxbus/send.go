@@ -15,7 +15,11 @@ import (
 	"github.com/proxbus/proxbus/internal/app"
 )
 
-// cmdSend publishes one command in binary mode, shows its steps live and prints the result.
+// cmdSend publishes one command in binary mode, follows it and prints the result JSON on
+// stdout (contract §10). With --output text (the default) it also reports progress on stderr:
+// a line per step when the step ends, with its status and the time since its start, a spinner
+// naming the running step when stderr is a terminal (plain lines otherwise), and a summary.
+// With --output json, stdout gets only the result document and stderr only errors.
 // Exit code: 0 for a status below 400, 1 otherwise (2 for usage errors).
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", stderr)
@@ -30,6 +34,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	actor := fs.String("actor", "", "actor recorded in the journal")
 	noWait := fs.Bool("no-wait", false, "publish and exit without waiting for the result")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the result")
+	output := outputFlag(fs)
 	verb, rest := "", args
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		verb, rest = args[0], args[1:]
@@ -39,6 +44,11 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if verb == "" && fs.NArg() > 0 {
 		verb = fs.Arg(0)
+	}
+	format, err := outputOf(output)
+	if err != nil {
+		fmt.Fprintln(stderr, "proxbus send:", err)
+		return 2
 	}
 	if verb == "" {
 		fmt.Fprintln(stderr, "proxbus send: a verb is required, e.g. proxbus send storage.pbs.create --endpoint 1 --data @pbs.json")
@@ -73,23 +83,39 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	subjects := events.NewSubjects(*prefix)
-	fmt.Fprintf(stderr, "sent %s id=%s (follow: %s)\n", verb, cmd.ID, subjects.Follow(cmd.Ref()))
-	res, err := app.Send(ctx, js, subjects, cmd, *noWait, func(st events.Step) {
-		line := fmt.Sprintf("  step %d %-20s %s", st.Seq, st.Step, st.Status)
-		if st.UPID != "" {
-			line += " " + st.UPID
-		}
-		if st.Detail != "" {
-			line += " — " + st.Detail
-		}
-		fmt.Fprintln(stderr, line)
-	})
+	follow := subjects.Follow(cmd.Ref())
+	var prog *progress
+	onStep := func(events.Step) {}
+	if format == outputText {
+		prog = newProgress(stderr, !*noWait && isTerminal(stderr))
+		defer prog.Close()
+		prog.Println(fmt.Sprintf("sent %s id=%s (follow: %s)", verb, cmd.ID, follow))
+		onStep = prog.Step
+	}
+	began := time.Now()
+	res, err := app.Send(ctx, js, subjects, cmd, *noWait, onStep)
+	if prog != nil {
+		prog.Close()
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
 	}
 	if *noWait {
+		if format == outputJSON {
+			_ = writeJSONLine(stdout, map[string]string{"command_id": cmd.ID, "command_source": cmd.Source, "follow": follow})
+		}
 		return 0
+	}
+	if prog != nil {
+		summary := fmt.Sprintf("result %d %s", res.Status, res.Result)
+		if res.Reason != "" {
+			summary += " (" + res.Reason + ")"
+		}
+		if res.Replayed {
+			summary += " replayed"
+		}
+		prog.Println(summary + " in " + formatDuration(time.Since(began)))
 	}
 	out, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Fprintln(stdout, string(out))

@@ -21,6 +21,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	concurrency := fs.integer("concurrency", 8, "MaxAckPending of the consumer")
 	maxDeliver := fs.integer("max-deliver", 5, "MaxDeliver of the consumer")
+	replicas := fs.integer("stream-replicas", 1, "replica count of the streams (3 on a clustered broker)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -29,12 +30,12 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer nc.Close()
-	cfg := consumer.Config{Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, MaxDeliver: *maxDeliver}.WithDefaults()
+	cfg := consumer.Config{Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, MaxDeliver: *maxDeliver, Replicas: *replicas}.WithDefaults()
 	if err := consumer.Provision(ctx, js, cfg); err != nil {
 		return err
 	}
 	for _, sc := range consumer.StreamConfigs(cfg) {
-		fmt.Fprintf(stdout, "stream %s: %v\n", sc.Name, sc.Subjects)
+		fmt.Fprintf(stdout, "stream %s: %v (replicas %d)\n", sc.Name, sc.Subjects, sc.Replicas)
 	}
 	fmt.Fprintf(stdout, "consumer %s on %s\n", cfg.Durable, cfg.Subjects.CommandsStream())
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -68,14 +69,15 @@ func tail(ctx context.Context, js jetstream.JetStream, subjects events.Subjects,
 }
 
 // Send publishes a command in binary mode and, unless noWait, follows its events until the
-// result arrives, passing each step to onStep. Events are read from the start of the stream, so
+// result arrives, passing each step to onStep. A publish no stream leader answers (a leader
+// election on a clustered broker) is retried with the same Nats-Msg-Id, for up to about 20 s. Events are read from the start of the stream, so
 // nothing published before the follow began is missed. It returns the result (zero with noWait).
 func Send(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, cmd events.Command, noWait bool, onStep func(events.Step)) (events.Result, error) {
 	msg, err := events.EncodeBinary(subjects, cmd)
 	if err != nil {
 		return events.Result{}, err
 	}
-	if _, err := js.PublishMsg(ctx, msg); err != nil {
+	if err := publishCommand(ctx, js, msg); err != nil {
 		return events.Result{}, fmt.Errorf("publish: %w", err)
 	}
 	if noWait {
@@ -103,6 +105,38 @@ func Send(ctx context.Context, js jetstream.JetStream, subjects events.Subjects,
 		err = ErrNoResult
 	}
 	return events.Result{}, err
+}
+
+// Publish retry policy of [Send]: a publish that no stream leader answered (a JetStream
+// leader election on a clustered broker, or a stream not created yet) is retried with the same
+// message, so the same Nats-Msg-Id, which the stream dedupes should an earlier attempt have
+// been stored after all.
+const (
+	publishAttempts       = 4
+	publishAttemptTimeout = 5 * time.Second
+	publishNoRespondWait  = 250 * time.Millisecond
+	publishNoRespondTries = 8
+)
+
+// publishCommand publishes msg with the retry policy above, until it is acknowledged, fails
+// for a reason a retry cannot cure, or ctx ends.
+func publishCommand(ctx context.Context, js jetstream.JetStream, msg *nats.Msg) error {
+	var err error
+	for attempt := 1; attempt <= publishAttempts; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
+		_, err = js.PublishMsg(actx, msg, jetstream.WithRetryWait(publishNoRespondWait), jetstream.WithRetryAttempts(publishNoRespondTries))
+		cancel()
+		if err == nil || ctx.Err() != nil || !retryablePublish(err) {
+			break
+		}
+	}
+	return err
+}
+
+// retryablePublish reports whether a publish failed only for want of an answer.
+func retryablePublish(err error) bool {
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // Connect opens a NATS connection and its JetStream context for the CLI's client commands.

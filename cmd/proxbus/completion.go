@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/proxbus/proxbus/handlers"
+)
+
+// cliCommand is one subcommand as shell completion knows it.
+type cliCommand struct {
+	name string
+	help string
+	// subs are its sub-subcommands (dlq list|show|replay, sim pve|netbox, …), if any.
+	subs []string
+}
+
+// cliCommands is every subcommand of proxbus, in the order `proxbus help` lists them.
+var cliCommands = []cliCommand{
+	{name: "serve", help: "run the processor"},
+	{name: "dev", help: "everything on embedded defaults"},
+	{name: "send", help: "publish a command and follow it"},
+	{name: "events", help: "tail events"},
+	{name: "dlq", help: "inspect and re-inject dead letters", subs: []string{"list", "show", "replay"}},
+	{name: "journal", help: "journal updates waiting for NetBox", subs: []string{"pending"}},
+	{name: "streams", help: "create or update the streams and the consumer", subs: []string{"apply"}},
+	{name: "sim", help: "run a simulator", subs: []string{"pve", "netbox"}},
+	{name: "completion", help: "print a shell completion script", subs: []string{"bash", "zsh", "fish"}},
+	{name: "version", help: "print the version"},
+	{name: "help", help: "print the usage"},
+}
+
+// flagValues are the values completed after a flag that takes one of a fixed set.
+var flagValues = map[string][]string{
+	"output":     {"text", "json"},
+	"log-format": {"auto", "json", "text"},
+	"log-level":  {"debug", "info", "warn", "error"},
+	"scenario":   {"demo"},
+}
+
+// isFileFlag reports whether a flag's value is a file path (completed as one).
+func isFileFlag(name string) bool {
+	for _, suffix := range []string{"-file", "-ca", "-cert", "-key", "-creds", "-nkey"} {
+		if strings.HasSuffix(name, suffix) && name != "idempotency-key" {
+			return true
+		}
+	}
+	return false
+}
+
+// cliFlag is one flag of a subcommand: its name, whether it takes a value, and its help.
+type cliFlag struct {
+	name       string
+	takesValue bool
+	help       string
+}
+
+// flagDefaultLine matches the first line of a flag in flag.PrintDefaults: "  -name [type]".
+var flagDefaultLine = regexp.MustCompile(`^  -([A-Za-z0-9][A-Za-z0-9_-]*)( \S+)?$`)
+
+// commandFlags returns the flags of one subcommand (and sub-subcommand), read from the help
+// the command itself prints for -h, so completion can never drift from the real flag sets.
+func commandFlags(args ...string) []cliFlag {
+	var help bytes.Buffer
+	_ = run(append(args, "-h"), io.Discard, &help)
+	var out []cliFlag
+	lines := strings.Split(help.String(), "\n")
+	for i, line := range lines {
+		m := flagDefaultLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		f := cliFlag{name: m[1], takesValue: m[2] != ""}
+		if i+1 < len(lines) {
+			f.help = strings.TrimSpace(lines[i+1])
+			if j := strings.Index(f.help, " ($PROXBUS_"); j >= 0 {
+				f.help = f.help[:j]
+			}
+			if j := strings.Index(f.help, " (default"); j >= 0 {
+				f.help = f.help[:j]
+			}
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// completionModel is what every completion script is generated from.
+type completionModel struct {
+	commands []cliCommand
+	verbs    []string
+	// flags maps "cmd" or "cmd sub" to that command's flags.
+	flags map[string][]cliFlag
+}
+
+func newCompletionModel() completionModel {
+	m := completionModel{commands: cliCommands, verbs: handlers.NewRegistry(handlers.Builtin()...).Names(), flags: map[string][]cliFlag{}}
+	sort.Strings(m.verbs)
+	for _, c := range cliCommands {
+		if c.name == "help" {
+			continue
+		}
+		if len(c.subs) == 0 {
+			m.flags[c.name] = commandFlags(c.name)
+			continue
+		}
+		for _, s := range c.subs {
+			if c.name == "completion" {
+				m.flags[c.name+" "+s] = commandFlags(c.name)
+				continue
+			}
+			m.flags[c.name+" "+s] = commandFlags(c.name, s)
+		}
+	}
+	return m
+}
+
+func (m completionModel) commandNames() []string {
+	names := make([]string, len(m.commands))
+	for i, c := range m.commands {
+		names[i] = c.name
+	}
+	return names
+}
+
+// flagWords renders flags as --name words.
+func flagWords(flags []cliFlag) string {
+	words := make([]string, len(flags))
+	for i, f := range flags {
+		words[i] = "--" + f.name
+	}
+	return strings.Join(words, " ")
+}
+
+// valueFlags groups every value-taking flag of the model: fixed choices, files, free values.
+func (m completionModel) valueFlags() (choices map[string][]string, files, free []string) {
+	choices = map[string][]string{}
+	seen := map[string]bool{}
+	for _, key := range sortedKeys(m.flags) {
+		for _, f := range m.flags[key] {
+			if !f.takesValue || seen[f.name] {
+				continue
+			}
+			seen[f.name] = true
+			switch {
+			case flagValues[f.name] != nil:
+				choices[f.name] = flagValues[f.name]
+			case isFileFlag(f.name):
+				files = append(files, f.name)
+			default:
+				free = append(free, f.name)
+			}
+		}
+	}
+	return choices, files, free
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// dashed renders flag names as a shell case pattern: --a|-a|--b|-b.
+func dashed(names []string) string {
+	var alts []string
+	for _, n := range names {
+		alts = append(alts, "--"+n, "-"+n)
+	}
+	return strings.Join(alts, "|")
+}
+
+// cmdCompletion prints the completion script for one shell.
+func cmdCompletion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("completion", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		return fmt.Errorf("%w: proxbus completion bash|zsh|fish", errUsage)
+	}
+	var script string
+	switch fs.Arg(0) {
+	case "bash":
+		script = bashCompletion(newCompletionModel())
+	case "zsh":
+		script = zshCompletion(newCompletionModel())
+	case "fish":
+		script = fishCompletion(newCompletionModel())
+	default:
+		return fmt.Errorf("%w: proxbus completion bash|zsh|fish (got %q)", errUsage, fs.Arg(0))
+	}
+	_, err := io.WriteString(stdout, script)
+	return err
+}
+
+// bashCompletion is the bash script: `source <(proxbus completion bash)`.
+func bashCompletion(m completionModel) string {
+	var b strings.Builder
+	b.WriteString(`# bash completion for proxbus; generated by "proxbus completion bash".
+# Load it with: source <(proxbus completion bash)
+_proxbus() {
+    local cur prev cmd sub words
+    cur="${COMP_WORDS[COMP_CWORD]}"
+    prev="${COMP_WORDS[COMP_CWORD-1]}"
+    cmd="${COMP_WORDS[1]}"
+    sub="${COMP_WORDS[2]}"
+    COMPREPLY=()
+    if [[ ${COMP_CWORD} -eq 1 ]]; then
+`)
+	fmt.Fprintf(&b, "        COMPREPLY=($(compgen -W %q -- \"$cur\"))\n        return 0\n    fi\n", strings.Join(m.commandNames(), " "))
+	choices, files, free := m.valueFlags()
+	b.WriteString("    case \"$prev\" in\n")
+	for _, name := range sortedKeys(choices) {
+		fmt.Fprintf(&b, "        %s) COMPREPLY=($(compgen -W %q -- \"$cur\")); return 0 ;;\n", dashed([]string{name}), strings.Join(choices[name], " "))
+	}
+	if len(files) > 0 {
+		fmt.Fprintf(&b, "        %s) COMPREPLY=($(compgen -f -- \"$cur\")); return 0 ;;\n", dashed(files))
+	}
+	if len(free) > 0 {
+		fmt.Fprintf(&b, "        %s) return 0 ;;\n", dashed(free))
+	}
+	b.WriteString("    esac\n    words=\"\"\n    case \"$cmd\" in\n")
+	for _, c := range m.commands {
+		switch {
+		case c.name == "help":
+			continue
+		case c.name == "send":
+			fmt.Fprintf(&b, "        send)\n            if [[ ${COMP_CWORD} -eq 2 && \"$cur\" != -* ]]; then\n                words=%q\n            else\n                words=%q\n            fi ;;\n",
+				strings.Join(m.verbs, " "), flagWords(m.flags["send"]))
+		case len(c.subs) == 0:
+			fmt.Fprintf(&b, "        %s) words=%q ;;\n", c.name, flagWords(m.flags[c.name]))
+		default:
+			fmt.Fprintf(&b, "        %s)\n            if [[ ${COMP_CWORD} -eq 2 ]]; then\n                words=%q\n            else\n                case \"$sub\" in\n", c.name, strings.Join(c.subs, " "))
+			for _, s := range c.subs {
+				fmt.Fprintf(&b, "                    %s) words=%q ;;\n", s, flagWords(m.flags[c.name+" "+s]))
+			}
+			b.WriteString("                esac\n            fi ;;\n")
+		}
+	}
+	b.WriteString(`    esac
+    COMPREPLY=($(compgen -W "$words" -- "$cur"))
+    return 0
+}
+complete -F _proxbus proxbus
+`)
+	return b.String()
+}
+
+// zshCompletion is the zsh script: put it in a directory of $fpath as _proxbus, or
+// `source <(proxbus completion zsh)` after compinit.
+func zshCompletion(m completionModel) string {
+	var b strings.Builder
+	b.WriteString(`#compdef proxbus
+# zsh completion for proxbus; generated by "proxbus completion zsh".
+# Save it as _proxbus in a directory of $fpath, or: source <(proxbus completion zsh)
+_proxbus() {
+    local cmd=${words[2]} sub=${words[3]} cur=${words[CURRENT]} prev=${words[CURRENT-1]}
+    if (( CURRENT == 2 )); then
+`)
+	fmt.Fprintf(&b, "        compadd -- %s\n        return\n    fi\n", strings.Join(m.commandNames(), " "))
+	choices, files, free := m.valueFlags()
+	b.WriteString("    case $prev in\n")
+	for _, name := range sortedKeys(choices) {
+		fmt.Fprintf(&b, "        %s) compadd -- %s; return ;;\n", dashed([]string{name}), strings.Join(choices[name], " "))
+	}
+	if len(files) > 0 {
+		fmt.Fprintf(&b, "        %s) _files; return ;;\n", dashed(files))
+	}
+	if len(free) > 0 {
+		fmt.Fprintf(&b, "        %s) return ;;\n", dashed(free))
+	}
+	b.WriteString("    esac\n    case $cmd in\n")
+	for _, c := range m.commands {
+		switch {
+		case c.name == "help":
+			continue
+		case c.name == "send":
+			fmt.Fprintf(&b, "        send)\n            if (( CURRENT == 3 )) && [[ $cur != -* ]]; then\n                compadd -- %s\n            else\n                compadd -- %s\n            fi ;;\n",
+				strings.Join(m.verbs, " "), flagWords(m.flags["send"]))
+		case len(c.subs) == 0:
+			fmt.Fprintf(&b, "        %s) compadd -- %s ;;\n", c.name, flagWords(m.flags[c.name]))
+		default:
+			fmt.Fprintf(&b, "        %s)\n            if (( CURRENT == 3 )); then\n                compadd -- %s\n            else\n                case $sub in\n", c.name, strings.Join(c.subs, " "))
+			for _, s := range c.subs {
+				fmt.Fprintf(&b, "                    %s) compadd -- %s ;;\n", s, flagWords(m.flags[c.name+" "+s]))
+			}
+			b.WriteString("                esac\n            fi ;;\n")
+		}
+	}
+	b.WriteString(`    esac
+}
+if [ "$funcstack[1]" = "_proxbus" ]; then
+    _proxbus "$@"
+else
+    compdef _proxbus proxbus
+fi
+`)
+	return b.String()
+}
+
+// fishQuote quotes s for fish (single quotes; backslash and quote escaped).
+func fishQuote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// fishCompletion is the fish script: `proxbus completion fish > ~/.config/fish/completions/proxbus.fish`.
+func fishCompletion(m completionModel) string {
+	var b strings.Builder
+	b.WriteString(`# fish completion for proxbus; generated by "proxbus completion fish".
+# Save it as ~/.config/fish/completions/proxbus.fish
+complete -c proxbus -f
+`)
+	for _, c := range m.commands {
+		fmt.Fprintf(&b, "complete -c proxbus -n __fish_use_subcommand -a %s -d %s\n", c.name, fishQuote(c.help))
+	}
+	fmt.Fprintf(&b, "complete -c proxbus -n %s -a %s\n", fishQuote("__fish_seen_subcommand_from send; and test (count (commandline -opc)) -eq 2"), fishQuote(strings.Join(m.verbs, " ")))
+	writeFlags := func(cond string, flags []cliFlag) {
+		for _, f := range flags {
+			fmt.Fprintf(&b, "complete -c proxbus -n %s -l %s", fishQuote(cond), f.name)
+			switch {
+			case flagValues[f.name] != nil && f.takesValue:
+				fmt.Fprintf(&b, " -x -a %s", fishQuote(strings.Join(flagValues[f.name], " ")))
+			case isFileFlag(f.name) && f.takesValue:
+				b.WriteString(" -r -F")
+			case f.takesValue:
+				b.WriteString(" -x")
+			}
+			if f.help != "" {
+				fmt.Fprintf(&b, " -d %s", fishQuote(f.help))
+			}
+			b.WriteString("\n")
+		}
+	}
+	for _, c := range m.commands {
+		switch {
+		case c.name == "help":
+		case len(c.subs) == 0:
+			writeFlags("__fish_seen_subcommand_from "+c.name, m.flags[c.name])
+		default:
+			subs := strings.Join(c.subs, " ")
+			fmt.Fprintf(&b, "complete -c proxbus -n %s -a %s\n", fishQuote("__fish_seen_subcommand_from "+c.name+"; and not __fish_seen_subcommand_from "+subs), fishQuote(subs))
+			for _, s := range c.subs {
+				writeFlags("__fish_seen_subcommand_from "+c.name+"; and __fish_seen_subcommand_from "+s, m.flags[c.name+" "+s])
+			}
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// spinnerFrames are drawn in turn on the spinner line.
+var spinnerFrames = [...]string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
+
+// spinnerTick is how often the spinner line is redrawn.
+const spinnerTick = 100 * time.Millisecond
+
+// clearLine returns the cursor to the line's start and erases the line (ANSI EL).
+const clearLine = "\r\x1b[K"
+
+// progress prints the steps of one command as `send` follows it: one line per step when the
+// step ends (its name, status and the time from its `started` event to its end), and, on a
+// terminal only, a spinner line naming the running step, rewritten in place. Off a terminal it
+// writes plain lines with no control characters. Its methods are safe for concurrent use; the
+// spinner goroutine it starts is stopped by [progress.Close].
+type progress struct {
+	w   io.Writer
+	now func() time.Time
+
+	mu      sync.Mutex
+	started map[string]time.Time // running steps by name: when they started
+	order   []string             // running step names, oldest first
+	begun   time.Time            // when following began (for the "waiting" spinner)
+	drawn   bool                 // the spinner line is on screen
+	frame   int
+
+	stop      chan struct{} // closed by Close; nil without a spinner
+	done      chan struct{} // closed when the spinner goroutine has returned
+	closeOnce sync.Once
+}
+
+// newProgress returns a progress writer on w; spinner says whether w is a terminal, where a
+// spinner goroutine is started at once (~100 ms ticks) until Close.
+func newProgress(w io.Writer, spinner bool) *progress {
+	p := &progress{w: w, now: time.Now, started: map[string]time.Time{}}
+	p.begun = p.now()
+	if spinner {
+		p.stop, p.done = make(chan struct{}), make(chan struct{})
+		go p.spin()
+	}
+	return p
+}
+
+func (p *progress) spin() {
+	defer close(p.done)
+	t := time.NewTicker(spinnerTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.stop:
+			return
+		case <-t.C:
+			p.mu.Lock()
+			p.drawSpinner()
+			p.mu.Unlock()
+		}
+	}
+}
+
+// drawSpinner rewrites the spinner line; p.mu is held.
+func (p *progress) drawSpinner() {
+	label, since := "waiting for the result", p.begun
+	if n := len(p.order); n > 0 {
+		label = p.order[n-1]
+		since = p.started[label]
+	}
+	p.frame = (p.frame + 1) % len(spinnerFrames)
+	fmt.Fprintf(p.w, "%s%s %s %s", clearLine, spinnerFrames[p.frame], label, formatDuration(p.now().Sub(since)))
+	p.drawn = true
+}
+
+// Step records one step event: a start is remembered (and shown by the spinner), any other
+// status prints the step's line, with the duration since its start when one was seen.
+func (p *progress) Step(st events.Step) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at := st.At
+	if at.IsZero() {
+		at = p.now()
+	}
+	if st.Status == events.StepStarted {
+		if _, running := p.started[st.Step]; !running {
+			p.order = append(p.order, st.Step)
+		}
+		p.started[st.Step] = at
+		return
+	}
+	dur := "-"
+	if start, ok := p.started[st.Step]; ok && st.Status != events.StepRetrying {
+		dur = formatDuration(at.Sub(start))
+		delete(p.started, st.Step)
+		p.order = removeString(p.order, st.Step)
+	}
+	line := fmt.Sprintf("  step %d %-22s %-8s %8s", st.Seq, st.Step, st.Status, dur)
+	if st.UPID != "" {
+		line += "  " + st.UPID
+	}
+	if st.Detail != "" {
+		line += " — " + st.Detail
+	}
+	p.println(line)
+}
+
+// Println prints one line above the spinner.
+func (p *progress) Println(line string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.println(line)
+}
+
+func (p *progress) println(line string) {
+	if p.drawn {
+		fmt.Fprint(p.w, clearLine)
+		p.drawn = false
+	}
+	fmt.Fprintln(p.w, sanitizeLine(line))
+}
+
+// Close stops the spinner (waiting for its goroutine) and erases its line. It is idempotent.
+func (p *progress) Close() {
+	p.closeOnce.Do(func() {
+		if p.stop != nil {
+			close(p.stop)
+			<-p.done
+		}
+	})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, clearLine)
+		p.drawn = false
+	}
+}
+
+// formatDuration renders d for a human: milliseconds below a second, else seconds to 0.1 s.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0ms"
+	case d < time.Second:
+		return fmt.Sprintf("%dms", d.Milliseconds())
+	default:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	}
+}
+
+// sanitizeLine drops control characters a remote detail text could carry (so a line can
+// never move the cursor or recolour the terminal).
+func sanitizeLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+func removeString(list []string, s string) []string {
+	out := list[:0]
+	for _, v := range list {
+		if v != s {
+			out = append(out, v)
+		}
+	}
+	return out
+}
