@@ -33,6 +33,8 @@ type Client struct {
 	log     *slog.Logger
 
 	taskPoll time.Duration // interval between task status polls (WaitTask)
+
+	resources *resourceReads // concurrent /cluster/resources reads, shared (ClusterResources)
 }
 
 type clientOptions struct {
@@ -44,6 +46,10 @@ type clientOptions struct {
 
 // ClientOption customises [NewClient] and [NewClients].
 type ClientOption func(*clientOptions)
+
+// MinIdleConnsPerHost is the least number of idle connections to a Proxmox host kept for
+// reuse (at least the endpoint's max_parallel are kept).
+const MinIdleConnsPerHost = 64
 
 // WithHTTPClient makes the client use hc as is (tests: an httptest server's client). The
 // endpoint's TLS settings are then not applied; hc's transport decides. hc.Timeout should be
@@ -94,6 +100,9 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 		tr.TLSClientConfig = tlsCfg
 		tr.DialContext = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 		tr.TLSHandshakeTimeout = 10 * time.Second
+		// Keep a connection per concurrent request alive: with the default of 2 idle
+		// connections per host every request beyond the second opens (and closes) a new one.
+		tr.MaxIdleConnsPerHost = max(cfg.MaxParallel, MinIdleConnsPerHost)
 		hc = &http.Client{Transport: tr}
 	}
 	if o.wrap != nil {
@@ -119,11 +128,12 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 		gpOpts = append(gpOpts, gp.WithAdditionalEndpoints(extra...))
 	}
 	return &Client{
-		gp:       gp.NewClient(cfg.URLs[0]+"/api2/json", gpOpts...),
-		cfg:      cfg,
-		secrets:  []string{secret.Reveal()},
-		log:      log,
-		taskPoll: o.taskPoll,
+		gp:        gp.NewClient(cfg.URLs[0]+"/api2/json", gpOpts...),
+		cfg:       cfg,
+		secrets:   []string{secret.Reveal()},
+		log:       log,
+		taskPoll:  o.taskPoll,
+		resources: &resourceReads{},
 	}, nil
 }
 

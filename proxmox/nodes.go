@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"sync"
 )
 
 // Node is one cluster node as GET /nodes lists it.
@@ -76,7 +77,17 @@ type ClusterResource struct {
 
 // ClusterResources returns GET /cluster/resources, filtered by typ (one of the Resource*
 // constants) when not empty. Errors: see the package doc.
+//
+// The answer lists the whole cluster, and every guest command reads it to find its guest, so
+// callers asking at the same time share one read, never one that started before they asked
+// (see coalescer). The returned slice may be shared with other callers: do not modify it.
 func (c *Client) ClusterResources(ctx context.Context, typ string) ([]ClusterResource, error) {
+	co := c.resources.of(typ)
+	return co.do(ctx, func(ctx context.Context) ([]ClusterResource, error) { return c.readClusterResources(ctx, typ) })
+}
+
+// readClusterResources is one GET /cluster/resources.
+func (c *Client) readClusterResources(ctx context.Context, typ string) ([]ClusterResource, error) {
 	r := request{method: http.MethodGet, path: "/cluster/resources"}
 	if typ != "" {
 		r.query = url.Values{"type": {typ}}
@@ -90,4 +101,25 @@ func (c *Client) ClusterResources(ctx context.Context, typ string) ([]ClusterRes
 			MaxMem: flatInt(it, "maxmem"), MaxCPU: flatFloat(it, "maxcpu"), Uptime: flatInt(it, "uptime"),
 		}
 	})
+}
+
+// resourceReads holds one coalescer of /cluster/resources reads per type filter.
+type resourceReads struct {
+	mu    sync.Mutex
+	byTyp map[string]*coalescer[[]ClusterResource]
+}
+
+// of returns the coalescer of reads filtered by typ.
+func (r *resourceReads) of(typ string) *coalescer[[]ClusterResource] {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byTyp == nil {
+		r.byTyp = map[string]*coalescer[[]ClusterResource]{}
+	}
+	co, ok := r.byTyp[typ]
+	if !ok {
+		co = &coalescer[[]ClusterResource]{}
+		r.byTyp[typ] = co
+	}
+	return co
 }

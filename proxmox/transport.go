@@ -3,6 +3,7 @@ package proxmox
 import (
 	"net/http"
 	"strings"
+	"sync"
 )
 
 // TransportWrapper wraps the HTTP transport of the client of one endpoint, e.g. to measure or
@@ -51,15 +52,17 @@ type templateUse struct {
 	segs []string
 }
 
-// operationTemplates returns the templates of UsedAPI, split into segments.
-func operationTemplates() []templateUse {
+// operationTemplates returns the templates of UsedAPI, split into segments. The table is
+// built once: it is derived from constants and never changes, and naming every request's
+// operation must not rebuild it.
+var operationTemplates = sync.OnceValue(func() []templateUse {
 	used := UsedAPI()
 	out := make([]templateUse, 0, len(used))
 	for _, u := range used {
 		out = append(out, templateUse{APIUse: u, segs: splitPath(u.Path)})
 	}
 	return out
-}
+})
 
 func splitPath(p string) []string {
 	p = strings.Trim(p, "/")

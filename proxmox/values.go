@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // flatObject decodes a PVE JSON object into strings the way PVE's config files hold them:
@@ -16,6 +17,11 @@ func flatObject(raw json.RawMessage) (map[string]string, error) {
 	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, err
 	}
+	return flatFields(obj)
+}
+
+// flatFields renders the members of a decoded JSON object with flatValue.
+func flatFields(obj map[string]json.RawMessage) (map[string]string, error) {
 	out := make(map[string]string, len(obj))
 	for k, v := range obj {
 		s, ok, err := flatValue(v)
@@ -37,6 +43,12 @@ func flatValue(v json.RawMessage) (string, bool, error) {
 	}
 	switch v[0] {
 	case '"':
+		// v comes from a document json.Unmarshal has validated: without an escape (and
+		// as valid UTF-8, which Unmarshal would otherwise repair) it is the text between
+		// the quotes.
+		if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
+			return string(v[1 : len(v)-1]), true, nil
+		}
 		var s string
 		if err := json.Unmarshal(v, &s); err != nil {
 			return "", false, err
@@ -106,13 +118,13 @@ func getList[T any](ctx context.Context, c *Client, r request, conv func(map[str
 
 // flatList decodes a JSON array of objects with flatObject.
 func flatList(raw json.RawMessage) ([]map[string]string, error) {
-	var items []json.RawMessage
+	var items []map[string]json.RawMessage // one pass over the document
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, err
 	}
 	out := make([]map[string]string, 0, len(items))
 	for i, it := range items {
-		m, err := flatObject(it)
+		m, err := flatFields(it)
 		if err != nil {
 			return nil, fmt.Errorf("item %d: %w", i, err)
 		}

@@ -254,6 +254,9 @@ func RedisClient(rawURL string, s Security) (*redis.Client, error) {
 	return redis.NewClient(ropts), nil
 }
 
+// NetBoxIdleConnsPerHost is how many idle connections to NetBox are kept for reuse.
+const NetBoxIdleConnsPerHost = 64
+
 // NetBoxHTTPClient returns the HTTP client for NetBox (netbox.Config.HTTPClient) with the
 // given per-request timeout: only the CAs of NetBoxTLSCA are trusted when it is set, no
 // verification with NetBoxTLSInsecure, the system roots otherwise. Both set, or an unusable
@@ -276,6 +279,9 @@ func NetBoxHTTPClient(s Security, timeout time.Duration) (*http.Client, error) {
 	}
 	tr := base.Clone()
 	tr.TLSClientConfig = cfg
+	// Keep a connection per concurrent request alive: with the default of 2 idle connections
+	// per host every request beyond the second opens (and closes) a new one.
+	tr.MaxIdleConnsPerHost = NetBoxIdleConnsPerHost
 	return &http.Client{Transport: tr, Timeout: timeout}, nil
 }
 

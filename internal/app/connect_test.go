@@ -822,3 +822,21 @@ func containsOneOf(s, alternatives string) bool {
 	}
 	return false
 }
+
+// TestNetBoxHTTPClientKeepsConnections pins the NetBox pool: every concurrent command's
+// journal request keeps its connection for the next one (net/http's default keeps two idle per
+// host and closes the rest after each burst).
+func TestNetBoxHTTPClientKeepsConnections(t *testing.T) {
+	t.Parallel()
+	hc, err := app.NetBoxHTTPClient(app.Security{}, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, ok := hc.Transport.(*http.Transport)
+	if !ok {
+		t.Fatalf("transport %T, want *http.Transport", hc.Transport)
+	}
+	if tr.MaxIdleConnsPerHost < app.NetBoxIdleConnsPerHost {
+		t.Errorf("MaxIdleConnsPerHost = %d, want at least %d", tr.MaxIdleConnsPerHost, app.NetBoxIdleConnsPerHost)
+	}
+}
