@@ -64,7 +64,7 @@ func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher, em event
 func (c *Consumer) Ready() bool { return c.ready.Load() }
 
 // Run fetches and dispatches commands until ctx is cancelled, then drains: it stops
-// fetching (a message that arrives from the last pull after cancellation is nak'ed for
+// fetching (a message that arrives from a pull still open after cancellation is nak'ed for
 // immediate redelivery elsewhere), lets every in-flight Handle finish while heartbeating
 // InProgress so nothing is redelivered, applies their dispositions, and returns. It also runs
 // the max-deliveries advisory subscriber (one replica handles each advisory) and, every
@@ -135,9 +135,20 @@ func (c *Consumer) openStreams(ctx context.Context) (streamSet, error) {
 	return streamSet{commands: cmd, events: evt}, nil
 }
 
-// fetchLoop pulls messages while ctx is live, never asking for more than there are free
-// workers, and starts one worker per message. It returns when ctx is done and the last pull
-// request has ended; workers may still be running.
+// fetchLoop keeps a pull request outstanding for every free worker while ctx is live. It
+// waits for a free worker slot, reserves it and any other free ones (up to FetchBatch), sends
+// one pull for that many messages, hands the pull to a goroutine ([Consumer.deliver]) and at
+// once goes back to waiting for the next free slot, so one pull waiting FetchWait for
+// messages never delays the next. A pull never asks for more messages than it reserved
+// slots, so no delivered message waits unattended. A worker frees its slot as soon as its
+// handler returned, before the message is acked (the server's MaxAckPending still bounds the
+// unacknowledged messages), so on a busy stream the next message is already requested while
+// the previous ack is in flight: one round trip per message instead of two.
+//
+// A failed pull marks the consumer not ready and delays the next pull by a backoff. When ctx
+// is done fetchLoop stops pulling, marks the consumer not ready and returns once every pull
+// request it sent has ended (at most FetchWait later) and every message delivered has a
+// worker or was nak'ed; workers may still be running.
 func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, workers *sync.WaitGroup) {
 	slots := make(chan struct{}, c.cfg.Concurrency)
 	release := func(n int) {
@@ -145,13 +156,22 @@ func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, worke
 			<-slots
 		}
 	}
+	// ended receives each pull's outcome once it ended. The loop reads it whenever it waits
+	// for a slot; deliver gives up sending once ctx is done, when the loop no longer reads.
+	ended := make(chan error, c.cfg.Concurrency)
+	var pulls sync.WaitGroup
+	defer pulls.Wait()
+	defer c.ready.Store(false) // runs before pulls.Wait: not ready from the drain on
 	failures := 0
 	for {
 		if ctx.Err() != nil { // select below picks at random when a slot is free too
 			return
 		}
-		// Wait for one free worker, then take up to FetchBatch.
+		// Wait for one free worker (or a pull's outcome), then take up to FetchBatch.
 		select {
+		case err := <-ended:
+			c.pullsEnded(ctx, pending(ended, err), &failures)
+			continue
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return
@@ -166,6 +186,12 @@ func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, worke
 				break fill
 			}
 		}
+		// A failed pull reports before it frees its slots: account for it (and back off)
+		// before pulling again with them.
+		if c.pullsEnded(ctx, pending(ended), &failures) {
+			release(n)
+			continue
+		}
 
 		// The pull is not tied to ctx: cancelling a pending pull request client-side would
 		// leave the server delivering into a closed inbox, and those messages would wait
@@ -173,34 +199,82 @@ func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, worke
 		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(c.cfg.FetchWait))
 		if err != nil {
 			release(n)
-			failures++
-			c.fetchFailed(ctx, err, failures)
+			c.pullsEnded(ctx, []error{err}, &failures)
 			continue
 		}
 		c.ready.Store(ctx.Err() == nil)
-		got := 0
-		for msg := range batch.Messages() {
-			got++
-			if ctx.Err() != nil {
-				c.nakForDrain(msg)
-				release(1)
-				continue
-			}
-			workers.Add(1)
-			go func() {
-				defer workers.Done()
-				defer release(1)
-				c.process(ctx, msg)
-			}()
-		}
-		release(n - got)
-		if err := batch.Error(); err != nil && ctx.Err() == nil {
-			failures++
-			c.fetchFailed(ctx, err, failures)
+		pulls.Add(1)
+		go func() {
+			defer pulls.Done()
+			c.deliver(ctx, batch, n, release, workers, ended)
+		}()
+	}
+}
+
+// deliver serves one pull that reserved n worker slots: it starts a worker per message (or,
+// once ctx is done, naks the message for immediate redelivery and frees its slot), then
+// reports the pull's outcome on ended (its error, or nil; nil too for an error after ctx is
+// done) and only then frees the slots no message used. Each worker frees its slot once its
+// handler returned and is counted in workers until its message is settled.
+func (c *Consumer) deliver(ctx context.Context, batch jetstream.MessageBatch, n int, release func(int), workers *sync.WaitGroup, ended chan<- error) {
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		if ctx.Err() != nil {
+			c.nakForDrain(msg)
+			release(1)
 			continue
 		}
-		failures = 0
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			free := sync.OnceFunc(func() { release(1) })
+			defer free()
+			c.process(ctx, msg, free)
+		}()
 	}
+	err := batch.Error()
+	if ctx.Err() != nil {
+		err = nil
+	}
+	select {
+	case ended <- err:
+	case <-ctx.Done(): // fetchLoop no longer reads outcomes
+	}
+	release(n - got)
+}
+
+// pending returns the outcomes in first followed by every outcome already waiting on ended.
+func pending(ended <-chan error, first ...error) []error {
+	for {
+		select {
+		case err := <-ended:
+			first = append(first, err)
+		default:
+			return first
+		}
+	}
+}
+
+// pullsEnded accounts for the outcomes of ended pulls and reports whether any failed. A
+// failure counts towards the backoff, marks the consumer not ready and waits the backoff
+// (see fetchFailed); a success resets the count unless a failure is among the outcomes.
+func (c *Consumer) pullsEnded(ctx context.Context, outcomes []error, failures *int) (failed bool) {
+	var last error
+	for _, err := range outcomes {
+		switch {
+		case err != nil:
+			*failures++
+			last = err
+		case last == nil:
+			*failures = 0
+		}
+	}
+	if last == nil {
+		return false
+	}
+	c.fetchFailed(ctx, last, *failures)
+	return true
 }
 
 // fetchFailed logs a failed pull, marks the consumer not ready and waits a backoff (up to

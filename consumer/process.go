@@ -16,7 +16,13 @@ import (
 // process handles one delivery from start to its final ack, nak or term, heartbeating
 // InProgress the whole time. ctx is the Run context: it is passed to the handler, and
 // everything after the handler returned runs without its cancellation.
-func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
+//
+// handled is called once the message's fate is decided and only JetStream round trips remain:
+// after the handler returned (also after a panic turned into a Retry), or before a poison
+// message is dead-lettered. The caller frees the worker slot there, so the next pull is
+// outstanding while this message is acked. process may return without calling it (a message
+// without JetStream metadata), so the caller also frees the slot, at most once, on return.
+func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg, handled func()) {
 	stop := c.heartbeat(delivery)
 	defer stop()
 	msg := settling{Msg: delivery, stop: stop}
@@ -43,40 +49,46 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
 
 	cmd, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), c.cfg.Subjects)
 	if err != nil {
+		handled()
 		c.poison(context.WithoutCancel(ctx), msg, o, at, err)
 		return
 	}
 	hctx, hcmd, done := c.start(ctx, cmd, at)
 	d := c.handle(hctx, hcmd, at)
 	done(d)
+	handled()
 	c.apply(context.WithoutCancel(hctx), msg, o, cmd, at, d)
 }
 
-// heartbeat sends InProgress for msg every Heartbeat until the returned stop is called; stop
-// waits for the heartbeat goroutine to end.
+// heartbeat sends InProgress for msg every Heartbeat until the returned stop is called. No
+// goroutine runs between beats (each beat is a timer callback), so a message settled before
+// its first beat costs one timer. stop waits for a beat in progress to end, and no beat
+// starts after it returned; it may be called more than once.
 func (c *Consumer) heartbeat(msg jetstream.Msg) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(c.cfg.Heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-t.C:
-				if err := msg.InProgress(); err != nil {
-					c.log.Warn("in-progress heartbeat failed", "subject", msg.Subject(), "err", err)
-				}
-			case <-done:
-				return
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	beat := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
-	var once sync.Once
+		if err := msg.InProgress(); err != nil {
+			c.log.Warn("in-progress heartbeat failed", "subject", msg.Subject(), "err", err)
+		}
+		t.Reset(c.cfg.Heartbeat)
+	}
+	mu.Lock()
+	t = time.AfterFunc(c.cfg.Heartbeat, beat)
+	mu.Unlock()
 	return func() {
-		once.Do(func() { close(done) })
-		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 
