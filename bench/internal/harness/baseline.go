@@ -1,0 +1,337 @@
+package harness
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/proxbus/proxbus/internal/app"
+)
+
+// BaselineSteps is how many step events the baseline publishes per command: what proxbus
+// publishes for a storage.pbs.create that creates (read_storage and create_storage, each
+// started and done). TestRequestParity keeps the two in step.
+const BaselineSteps = 4
+
+// The baseline's two Redis round trips per command: one script claims the command identity
+// and the Idempotency-Key, one stores the result record.
+var (
+	claimScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
+  return 1
+end
+return 0`)
+	completeScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0`)
+)
+
+// fetchLoop is the minimal JetStream worker pool both the raw loop and the baseline use, the
+// same shape as proxbus's: wait for a free worker, fetch up to min(concurrency, 4) messages
+// (never more than there are free workers), one goroutine per message. It returns when ctx is
+// done and every worker has finished.
+func fetchLoop(ctx context.Context, cons jetstream.Consumer, concurrency int, work func(jetstream.Msg)) {
+	batch := min(concurrency, 4)
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		n := 1
+	fill:
+		for n < batch {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break fill
+			}
+		}
+		msgs, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			for range n {
+				<-slots
+			}
+			continue
+		}
+		got := 0
+		for m := range msgs.Messages() {
+			got++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-slots }()
+				work(m)
+			}()
+		}
+		for range n - got {
+			<-slots
+		}
+	}
+}
+
+// startLoop runs fetchLoop on the proxbus durable in a goroutine owned by the returned stop.
+func startLoop(ctx context.Context, e *Env, concurrency int, work func(jetstream.Msg)) (func() error, error) {
+	cons, err := e.JS.Consumer(ctx, e.Subjects.CommandsStream(), "proxbus")
+	if err != nil {
+		return nil, fmt.Errorf("consumer: %w", err)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		fetchLoop(lctx, cons, concurrency, work)
+	}()
+	return func() error {
+		cancel()
+		<-done
+		return nil
+	}, nil
+}
+
+// Raw is the Runner of the raw JetStream rate: fetch and DoubleAck (the ack proxbus uses),
+// nothing else; each ack is reported with c.Mark.
+func Raw(ctx context.Context, e *Env, concurrency int, c *Collector) (func() error, error) {
+	return startLoop(ctx, e, concurrency, func(m jetstream.Msg) {
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.DoubleAck(actx); err != nil {
+			return
+		}
+		c.Mark(m.Headers().Get("ce-id"), 200)
+	})
+}
+
+// Baseline is the Runner of the practical limit: per command it does exactly the broker,
+// Redis and HTTP operations proxbus does for a storage.pbs.create that creates, with no
+// framework: fetch; 2 Redis scripts (claim, complete); NetBox journal POST and PATCH (the
+// endpoint lookup once, then cached); Proxmox GET /storage and POST /storage; BaselineSteps
+// step events and one result event, each published and acknowledged by the stream; DoubleAck.
+func Baseline(ctx context.Context, e *Env, concurrency int, _ *Collector) (func() error, error) {
+	ropts, err := redis.ParseURL(e.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("redis url: %w", err)
+	}
+	b := &baseline{
+		e:     e,
+		rdb:   redis.NewClient(ropts),
+		http:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}, Timeout: 30 * time.Second},
+		nbTok: "Token " + app.DemoNetBoxToken,
+		pvTok: "PVEAPIToken=" + app.DemoPVETokenID + "=" + app.DemoPVESecret,
+	}
+	for _, sc := range []*redis.Script{claimScript, completeScript} { // as proxbus loads its scripts
+		if err := sc.Load(ctx, b.rdb).Err(); err != nil {
+			_ = b.rdb.Close()
+			return nil, fmt.Errorf("script load: %w", err)
+		}
+	}
+	// The endpoint lookup (allow_writes), cached like proxbus caches it.
+	if _, err := b.do(ctx, "GET", e.NetBoxURL+"/api/plugins/proxbox/endpoints/proxmox/1/", b.nbTok, "", nil); err != nil {
+		_ = b.rdb.Close()
+		return nil, err
+	}
+	stop, err := startLoop(ctx, e, concurrency, b.handle)
+	if err != nil {
+		_ = b.rdb.Close()
+		return nil, err
+	}
+	return func() error {
+		err := stop()
+		b.http.CloseIdleConnections()
+		_ = b.rdb.Close()
+		if n := b.failures.Load(); n > 0 {
+			// Redelivered and finished: the results are complete, but say so.
+			fmt.Fprintf(os.Stderr, "baseline: %d failed attempts were retried, the last: %v\n", n, b.lastErr.Load())
+		}
+		return err
+	}, nil
+}
+
+type baseline struct {
+	failures     atomic.Int64
+	lastErr      atomic.Value
+	e            *Env
+	rdb          *redis.Client
+	http         *http.Client
+	nbTok, pvTok string
+}
+
+type pbsData struct {
+	Storage     string `json:"storage"`
+	Server      string `json:"server"`
+	Port        int    `json:"port"`
+	Datastore   string `json:"datastore"`
+	Username    string `json:"username"`
+	Password    string `json:"password"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+func (b *baseline) handle(m jetstream.Msg) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.process(ctx, m); err != nil {
+		b.failures.Add(1)
+		b.lastErr.Store(err.Error())
+		_ = m.NakWithDelay(time.Second)
+		return
+	}
+	_ = m.DoubleAck(ctx)
+}
+
+func (b *baseline) process(ctx context.Context, m jetstream.Msg) error {
+	h := m.Headers()
+	id, source, key := h.Get("ce-id"), h.Get("ce-source"), h.Get("ce-idempotencykey")
+	var in pbsData
+	if err := json.Unmarshal(m.Data(), &in); err != nil {
+		return err
+	}
+	if in.Port == 0 {
+		in.Port = 8007
+	}
+	p := b.e.RedisPrefix + ":base:"
+	owner := "bench:" + id
+	if _, err := claimScript.Run(ctx, b.rdb, []string{p + "cmd:" + source + ":" + id, p + "idem:" + key},
+		owner, 30000, id, 60000).Int64(); err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	comments := "- verb: storage.pbs.create\n- actor: bench\n- result: in_progress\n- command_id: " + id +
+		"\n- idempotency_key: " + key + "\n- endpoint: 1 (lab)\n- dispatched_at: " + time.Now().UTC().Format(time.RFC3339) +
+		"\n- storage: " + in.Storage + "\n- server: " + in.Server + "\n- port: " + strconv.Itoa(in.Port) +
+		"\n- datastore: " + in.Datastore + "\n- username: " + in.Username + "\n- fingerprint: " + in.Fingerprint + "\n"
+	entry, _ := json.Marshal(map[string]any{"assigned_object_type": "netbox_proxbox.proxmoxendpoint", "assigned_object_id": 1,
+		"kind": "info", "comments": comments})
+	var created struct {
+		ID  int64  `json:"id"`
+		URL string `json:"url"`
+	}
+	if err := b.json(ctx, "POST", b.e.NetBoxURL+"/api/extras/journal-entries/", b.nbTok, "application/json", entry, &created); err != nil {
+		return fmt.Errorf("journal: %w", err)
+	}
+	seq := 0
+	step := func(name, status string) error {
+		seq++
+		return b.event(ctx, id, source, ".step", strconv.Itoa(seq), map[string]any{"command_id": id, "command_source": source,
+			"verb": "storage.pbs.create", "seq": seq, "step": name, "status": status, "at": time.Now().UTC()})
+	}
+	if err := step("read_storage", "started"); err != nil {
+		return err
+	}
+	var storages struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := b.json(ctx, "GET", b.e.PVEURL+"/api2/json/storage", b.pvTok, "", nil, &storages); err != nil {
+		return fmt.Errorf("storages: %w", err)
+	}
+	exists := false
+	for _, s := range storages.Data {
+		exists = exists || s["storage"] == in.Storage // created by an earlier, failed attempt
+	}
+	if err := step("read_storage", "done"); err != nil {
+		return err
+	}
+	if err := step("create_storage", "started"); err != nil {
+		return err
+	}
+	form := url.Values{"storage": {in.Storage}, "type": {"pbs"}, "server": {in.Server}, "port": {strconv.Itoa(in.Port)},
+		"datastore": {in.Datastore}, "username": {in.Username}, "password": {in.Password}, "fingerprint": {in.Fingerprint},
+		"content": {"backup"}, "prune-backups": {"keep-all=1"}}
+	if !exists {
+		if _, err := b.do(ctx, "POST", b.e.PVEURL+"/api2/json/storage", b.pvTok, "application/x-www-form-urlencoded", []byte(form.Encode())); err != nil {
+			return fmt.Errorf("create: %w", err)
+		}
+	}
+	if err := step("create_storage", "done"); err != nil {
+		return err
+	}
+	final, _ := json.Marshal(map[string]any{"kind": "success", "comments": strings.Replace(comments, "in_progress", "created", 1)})
+	if _, err := b.do(ctx, "PATCH", b.e.NetBoxURL+"/api/extras/journal-entries/"+strconv.FormatInt(created.ID, 10)+"/", b.nbTok, "application/json", final); err != nil {
+		return fmt.Errorf("finalize: %w", err)
+	}
+	result := map[string]any{"command_id": id, "command_source": source, "verb": "storage.pbs.create", "endpoint_id": 1,
+		"status": 201, "result": "created", "journal_entry_url": created.URL, "journal_finalized": true, "replayed": false,
+		"idempotency_key": key}
+	record, _ := json.Marshal(result)
+	if _, err := completeScript.Run(ctx, b.rdb, []string{p + "cmd:" + source + ":" + id}, owner, record, 86400000).Int64(); err != nil {
+		return fmt.Errorf("complete: %w", err)
+	}
+	return b.event(ctx, id, source, ".result", "result", result)
+}
+
+// event publishes a structured CloudEvent like proxbus's, with Nats-Msg-Id, and waits for
+// the stream's acknowledgement.
+func (b *baseline) event(ctx context.Context, id, source, suffix, idSuffix string, data any) error {
+	ev, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": id + "." + strings.TrimPrefix(suffix, ".") + "." + idSuffix,
+		"source": "urn:proxbus:bench", "type": "proxbus.storage.pbs.create" + suffix, "time": time.Now().UTC(),
+		"datacontenttype": "application/json", "data": data})
+	subject := b.e.Subjects.Step(id)
+	if suffix == ".result" {
+		subject = b.e.Subjects.Result(id)
+	}
+	m := nats.NewMsg(subject)
+	m.Header.Set("Content-Type", "application/cloudevents+json")
+	m.Header.Set(nats.MsgIdHdr, id+suffix+idSuffix)
+	m.Data = ev
+	if _, err := b.e.JS.PublishMsg(ctx, m); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	return nil
+}
+
+func (b *baseline) json(ctx context.Context, method, u, auth, ctype string, body []byte, out any) error {
+	raw, err := b.do(ctx, method, u, auth, ctype, body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func (b *baseline) do(ctx context.Context, method, u, auth, ctype string, body []byte) ([]byte, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", auth)
+	req.Header.Set("Accept", "application/json")
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	resp, err := b.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 300 {
+		return nil, fmt.Errorf("%s %s: %d %s", method, u, resp.StatusCode, raw)
+	}
+	return raw, nil
+}

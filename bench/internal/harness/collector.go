@@ -1,0 +1,154 @@
+package harness
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Collector watches the events subjects and records, per command ref, when its result
+// arrived and with which status; it also counts step events. Raw runs, which publish no
+// events, report completions with [Collector.Mark]. Safe for concurrent use.
+type Collector struct {
+	sub *nats.Subscription
+
+	mu        sync.Mutex
+	want      int
+	results   map[string]time.Time
+	statuses  map[int]int
+	replayed  int
+	steps     int
+	first     time.Time
+	last      time.Time
+	done      chan struct{}
+	onResult  func(ref string)
+	closeOnce sync.Once
+}
+
+// NewCollector subscribes (core NATS) to every event of e and waits for want results.
+// onResult, when set, is called once per result (on the subscription's goroutine).
+func (e *Env) NewCollector(want int, onResult func(ref string)) (*Collector, error) {
+	c := &Collector{want: want, results: make(map[string]time.Time, want), statuses: map[int]int{},
+		done: make(chan struct{}), onResult: onResult}
+	if want == 0 {
+		close(c.done)
+	}
+	sub, err := e.NC.Subscribe(e.Subjects.EventsFilter(), c.event)
+	if err != nil {
+		return nil, fmt.Errorf("subscribe events: %w", err)
+	}
+	_ = sub.SetPendingLimits(-1, -1)
+	if err := e.NC.Flush(); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, fmt.Errorf("flush: %w", err)
+	}
+	c.sub = sub
+	return c, nil
+}
+
+// eventData is the part of a structured CloudEvent the collector reads.
+type eventData struct {
+	Data struct {
+		Status   int  `json:"status"`
+		Replayed bool `json:"replayed"`
+	} `json:"data"`
+}
+
+func (c *Collector) event(m *nats.Msg) {
+	switch {
+	case strings.HasSuffix(m.Subject, ".step"):
+		c.mu.Lock()
+		c.steps++
+		c.mu.Unlock()
+	case strings.HasSuffix(m.Subject, ".result"):
+		var ev eventData
+		_ = json.Unmarshal(m.Data, &ev)
+		ref := strings.TrimSuffix(m.Subject[strings.Index(m.Subject, ".evt.")+len(".evt."):], ".result")
+		if ev.Data.Replayed {
+			c.mu.Lock()
+			c.replayed++
+			c.mu.Unlock()
+		}
+		c.Mark(ref, ev.Data.Status)
+	}
+}
+
+// Mark records that the command ref finished with status now. A second mark of the same ref
+// is ignored (counted in Duplicates via Replayed when the event said so).
+func (c *Collector) Mark(ref string, status int) {
+	now := time.Now()
+	c.mu.Lock()
+	if _, seen := c.results[ref]; seen {
+		c.mu.Unlock()
+		return
+	}
+	c.results[ref] = now
+	c.statuses[status]++
+	if c.first.IsZero() {
+		c.first = now
+	}
+	c.last = now
+	n := len(c.results)
+	c.mu.Unlock()
+	if c.onResult != nil {
+		c.onResult(ref)
+	}
+	if n == c.want {
+		c.closeOnce.Do(func() { close(c.done) })
+	}
+}
+
+// Done is closed once want results arrived.
+func (c *Collector) Done() <-chan struct{} { return c.done }
+
+// Wait waits for every result or the timeout; it returns an error naming how many arrived.
+func (c *Collector) Wait(timeout time.Duration) error {
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(timeout):
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return fmt.Errorf("harness: %d of %d results after %s", len(c.results), c.want, timeout)
+	}
+}
+
+// Summary is what a collector saw.
+type Summary struct {
+	Results  int
+	Steps    int
+	Replayed int
+	Statuses map[int]int
+	// First and Last are the arrival times of the first and last result.
+	First, Last time.Time
+}
+
+// Summary returns the counts so far.
+func (c *Collector) Summary() Summary {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := make(map[int]int, len(c.statuses))
+	for k, v := range c.statuses {
+		st[k] = v
+	}
+	return Summary{Results: len(c.results), Steps: c.steps, Replayed: c.replayed, Statuses: st, First: c.first, Last: c.last}
+}
+
+// Arrival returns when ref's result arrived.
+func (c *Collector) Arrival(ref string) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.results[ref]
+	return t, ok
+}
+
+// Close unsubscribes.
+func (c *Collector) Close() {
+	if c.sub != nil {
+		_ = c.sub.Unsubscribe()
+	}
+}

@@ -1,0 +1,155 @@
+// Package peer compares proxbus's JetStream consumer (the consumer package) with Watermill's
+// JetStream subscriber (watermill-nats/v2 pkg/jetstream) on the same no-op work (issue #6,
+// part 5): both consume the same durable pull consumer on the same stream and acknowledge
+// each message with DoubleAck (Watermill with AckAsync false), c messages in flight at most.
+// proxbus's consumer also decodes every CloudEvents envelope before its handler runs;
+// Watermill's subscriber copies headers into its message metadata. A run ends when the
+// work-queue stream is empty, which both reach only by acknowledging every message.
+//
+//	go test -run '^$' -bench Peer -benchtime 5000x -count 6 ./bench/peer | tee peer.txt
+//	go run golang.org/x/perf/cmd/benchstat@latest -col /impl peer.txt
+package peer
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/bench/internal/harness"
+	"github.com/proxbus/proxbus/consumer"
+	"github.com/proxbus/proxbus/events"
+)
+
+// impl starts a consumer of the proxbus durable with at most c messages in flight and
+// returns its stop.
+type impl func(tb testing.TB, e *harness.Env, c int) (stop func())
+
+func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
+	tb.Helper()
+	noop := consumer.HandlerFunc(func(context.Context, events.Command, consumer.Attempt) consumer.Disposition {
+		return consumer.Disposition{Action: consumer.Ack}
+	})
+	cfg := consumer.Config{Subjects: e.Subjects, Concurrency: c, Instance: "peer", Logger: slog.New(slog.DiscardHandler)}
+	cons, err := consumer.New(e.JS, cfg, noop, consumer.NewPublisher(e.JS), events.NewEmitter(e.Subjects, "peer"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- cons.Run(ctx) }()
+	return func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("consumer: %v", err)
+		}
+	}
+}
+
+func watermillSubscriber(tb testing.TB, e *harness.Env, c int) func() {
+	tb.Helper()
+	nc, err := nats.Connect(e.NATSURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sub, err := wmjs.NewSubscriber(wmjs.SubscriberConfig{
+		Conn: nc, Logger: watermill.NopLogger{}, AckWaitTimeout: 30 * time.Second,
+		ResourceInitializer: wmjs.ExistingConsumer(func(string, string) jetstream.ConsumerConfig {
+			return jetstream.ConsumerConfig{Name: "proxbus"}
+		}, ""),
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	// Watermill's JetStream subscriber hands one message at a time to its subscription (the
+	// next waits for the ack), so c messages in flight take c subscriptions.
+	for range c {
+		msgs, err := sub.Subscribe(ctx, e.Subjects.CommandsStream())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for m := range msgs {
+				m.Ack()
+			}
+		}()
+	}
+	return func() {
+		cancel()
+		_ = sub.Close()
+		wg.Wait()
+		nc.Close()
+	}
+}
+
+// BenchmarkPeer drains b.N pre-published commands through each implementation.
+func BenchmarkPeer(b *testing.B) {
+	impls := []struct {
+		name  string
+		start impl
+	}{{"proxbus", proxbusConsumer}, {"watermill", watermillSubscriber}}
+	for _, c := range []int{1, 8} {
+		for _, im := range impls {
+			b.Run(fmt.Sprintf("impl=%s/c=%d", im.name, c), func(b *testing.B) {
+				e, err := harness.Start(harness.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(e.Close)
+				ctx := context.Background()
+				if err := e.Provision(ctx, c); err != nil {
+					b.Fatal(err)
+				}
+				cmds := make([]events.Command, b.N)
+				for i := range cmds {
+					cmds[i] = harness.PBSCommand("peer", i)
+				}
+				if err := e.PublishAll(ctx, cmds); err != nil {
+					b.Fatal(err)
+				}
+				stream, err := e.JS.Stream(ctx, e.Subjects.CommandsStream())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				start := time.Now()
+				stop := im.start(b, e, c)
+				waitEmpty(b, stream, time.Duration(b.N)*time.Millisecond+30*time.Second)
+				elapsed := time.Since(start)
+				b.StopTimer()
+				stop()
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "msgs/s")
+			})
+		}
+	}
+}
+
+// waitEmpty polls the work-queue stream until every message was acknowledged.
+func waitEmpty(tb testing.TB, s jetstream.Stream, limit time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		info, err := s.Info(context.Background())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if info.State.Msgs == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("%d messages left after %s", info.State.Msgs, limit)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
