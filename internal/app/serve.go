@@ -44,9 +44,7 @@ type Config struct {
 
 	SubjectPrefix     string        // default "proxbus"
 	Concurrency       int           // default 8
-	// MaxAckPending bounds the commands in flight across all replicas (the durable consumer's
-	// MaxAckPending; default Concurrency). With N replicas, set N×Concurrency.
-	MaxAckPending int
+	MaxAckPending     int           // in flight across all replicas (default Concurrency; N replicas: N×Concurrency)
 	MaxDeliver        int           // default 5
 	AckWait           time.Duration // default 30s
 	Backoff           []time.Duration
