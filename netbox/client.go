@@ -1,6 +1,7 @@
 package netbox
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -81,15 +82,28 @@ func (c *Client) Ping(ctx context.Context) error {
 // get performs an authenticated GET of path (below the base URL) and returns the body of a
 // 2xx answer; anything else is classified into an *Error.
 func (c *Client) get(ctx context.Context, op, path string) ([]byte, error) {
+	return c.send(ctx, op, http.MethodGet, path, nil)
+}
+
+// send performs an authenticated request of path (below the base URL) with an optional JSON
+// body and returns the body of a 2xx answer; anything else is classified into an *Error.
+func (c *Client) send(ctx context.Context, op, method, path string, jsonBody []byte) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	var rd io.Reader
+	if jsonBody != nil {
+		rd = bytes.NewReader(jsonBody)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
 		return nil, newError(op, ErrRejected, 0, nil, "", err, c.secrets)
 	}
 	req.Header.Set("Authorization", c.auth)
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "proxbus")
+	if jsonBody != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.transportError(op, err)

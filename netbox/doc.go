@@ -1,6 +1,9 @@
-// Package netbox is proxbus's NetBox client. It does two things: it reads the netbox-proxbox
-// plugin's ProxmoxEndpoint objects (for the allow_writes gate, contract §4) and it writes and
-// updates journal entries (contract §6) through go-netbox.
+// Package netbox is proxbus's NetBox client. It reads the netbox-proxbox plugin's
+// ProxmoxEndpoint objects (for the allow_writes gate, contract §4), writes, updates and finds
+// journal entries (contract §6), and finds a guest's NetBox VM. Request bodies are go-netbox's
+// types; the two writes every command makes are sent directly and only the fields proxbus needs
+// are read from their answers (go-netbox's strict decoding of them was a large share of a
+// command's CPU), the searches go through go-netbox.
 //
 // Every failure is classified into exactly one of the exported sentinels ([ErrNotFound],
 // [ErrUnauthorized], [ErrUnavailable], [ErrRejected]) so callers can branch with [errors.Is];

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -63,28 +64,27 @@ func (c *Client) CreateJournalEntry(ctx context.Context, e JournalEntry) (Journa
 	if fields := checkEntry(e); len(fields) > 0 {
 		return JournalRef{}, newError(op, ErrRejected, 0, fields, "", nil, c.secrets)
 	}
+	// Sent directly rather than through go-netbox: its strict, reflective decoding of the whole
+	// answer was a large share of a command's CPU (docs/benchmarks.md), and proxbus needs two
+	// fields of it. The body is go-netbox's WritableJournalEntryRequest.
 	req := gonetbox.NewWritableJournalEntryRequest(e.ObjectType, e.ObjectID, e.Comments)
 	if e.Kind != "" {
 		req.SetKind(gonetbox.JournalEntryKindValue(e.Kind))
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	created, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesCreate(ctx).WritableJournalEntryRequest(*req).Execute()
-	body, ok, cerr := c.apiResult(op, resp, err)
-	if cerr != nil {
-		return JournalRef{}, cerr
+	payload, err := json.Marshal(req)
+	if err != nil {
+		return JournalRef{}, newError(op, ErrRejected, 0, nil, "", err, c.secrets)
 	}
-	if ok && err == nil && created != nil && created.Id > 0 {
-		return JournalRef{ID: int64(created.Id), URL: created.Url}, nil
+	body, err := c.send(ctx, op, http.MethodPost, "/api/extras/journal-entries/", payload)
+	if err != nil {
+		return JournalRef{}, err
 	}
-	// The entry was created but go-netbox could not decode the answer strictly: read the two
-	// fields proxbus needs directly.
 	var min struct {
 		ID  int64  `json:"id"`
 		URL string `json:"url"`
 	}
 	if json.Unmarshal(body, &min) != nil || min.ID <= 0 {
-		return JournalRef{}, newError(op, ErrUnavailable, resp.StatusCode, nil, "created entry has no id in the answer", nil, c.secrets)
+		return JournalRef{}, newError(op, ErrUnavailable, http.StatusCreated, nil, "created entry has no id in the answer", nil, c.secrets)
 	}
 	return JournalRef{ID: min.ID, URL: min.URL}, nil
 }
@@ -108,16 +108,20 @@ func (c *Client) UpdateJournalEntry(ctx context.Context, id int64, kind Kind, co
 	if len(fields) > 0 {
 		return newError(op, ErrRejected, 0, fields, "", nil, c.secrets)
 	}
+	// The PATCH is sent directly rather than through go-netbox, whose strict decoding of the
+	// answer (which proxbus does not use) was the largest single CPU cost of a command
+	// (docs/benchmarks.md). The body is go-netbox's PatchedWritableJournalEntryRequest.
 	req := gonetbox.NewPatchedWritableJournalEntryRequest()
 	req.SetComments(comments)
 	if kind != "" {
 		req.SetKind(gonetbox.JournalEntryKindValue(kind))
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	_, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesPartialUpdate(ctx, int32(id)).PatchedWritableJournalEntryRequest(*req).Execute()
-	_, _, cerr := c.apiResult(op, resp, err)
-	return cerr
+	body, err := json.Marshal(req)
+	if err != nil {
+		return newError(op, ErrRejected, 0, nil, "", err, c.secrets)
+	}
+	_, err = c.send(ctx, op, http.MethodPatch, "/api/extras/journal-entries/"+strconv.FormatInt(id, 10)+"/", body)
+	return err
 }
 
 // checkEntry returns the names of e's fields NetBox would refuse, sorted.
