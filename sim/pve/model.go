@@ -163,11 +163,18 @@ func (c *cluster) digest() string {
 
 // storageStrings is a storage's configuration as PVE's GET returns it, as strings.
 func (c *cluster) storageStrings(id string) (proxmox.StorageConfig, bool) {
+	return c.storageStringsWith(id, c.digest())
+}
+
+// storageStringsWith is storageStrings with the configuration's digest computed by the
+// caller: a listing computes it once, not once per storage (which made GET /storage
+// quadratic in the number of storages).
+func (c *cluster) storageStringsWith(id, digest string) (proxmox.StorageConfig, bool) {
 	m, ok := c.storages[id]
 	if !ok {
 		return nil, false
 	}
-	out := proxmox.StorageConfig{"storage": id, "digest": c.digest()}
+	out := proxmox.StorageConfig{"storage": id, "digest": digest}
 	for k, v := range m {
 		out[k] = v
 	}
@@ -179,7 +186,12 @@ func (c *cluster) storageStrings(id string) (proxmox.StorageConfig, bool) {
 
 // storageJSON is a storage's configuration as PVE's JSON: integers and booleans as numbers.
 func (c *cluster) storageJSON(id string) (map[string]any, bool) {
-	s, ok := c.storageStrings(id)
+	return c.storageJSONWith(id, c.digest())
+}
+
+// storageJSONWith is storageJSON with the digest computed by the caller.
+func (c *cluster) storageJSONWith(id, digest string) (map[string]any, bool) {
+	s, ok := c.storageStringsWith(id, digest)
 	if !ok {
 		return nil, false
 	}

@@ -22,8 +22,9 @@ func (s *Server) getStorages(c *call) answer {
 	if !c.token.has(privAudit) && !c.token.has("Datastore.AllocateSpace") {
 		return ok(out)
 	}
+	digest := s.state.digest()
 	for _, id := range s.state.storageIDs() {
-		m, _ := s.state.storageJSON(id)
+		m, _ := s.state.storageJSONWith(id, digest)
 		out = append(out, m)
 	}
 	return ok(out)
