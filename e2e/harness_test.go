@@ -3,7 +3,6 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
@@ -42,7 +40,7 @@ type env struct {
 	pve      *simpve.Server
 	netbox   *simnetbox.Server
 	subjects events.Subjects
-	logs     *syncBuffer
+	logs     *testenv.Buffer
 	base     app.Config
 	store    *store.Store
 	seq      atomic.Int64
@@ -55,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	t.Helper()
 	// A 4 MiB payload limit lets the over-1-MiB poison rule be exercised (NATS's default of 1 MB
 	// refuses such a message at publish).
-	e := &env{t: t, nats: testenv.StartNATSWith(t, embedded.NATSOptions{MaxPayload: 4 << 20}), redis: testenv.StartRedis(t), logs: &syncBuffer{}}
+	e := &env{t: t, nats: testenv.StartNATSWith(t, embedded.NATSOptions{MaxPayload: 4 << 20}), redis: testenv.StartRedis(t), logs: &testenv.Buffer{}}
 	e.pve = simpve.New(simpve.Options{Scenario: "demo"})
 	pveURL, err := e.pve.Start("127.0.0.1:0")
 	if err != nil {
@@ -333,26 +331,6 @@ func (e *env) redisDump() string {
 		}
 	}
 	return b.String()
-}
-
-var _ = redis.Nil
-
-// syncBuffer is a concurrency-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 // deadReplica plays a replica that claimed cmd with a lease of leaseTTL, wrote its

@@ -17,6 +17,7 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/ingress"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/testenv"
 )
 
 const (
@@ -88,7 +89,7 @@ func TestIngressProxboxFront(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start()
-	ingressLogs := &syncBuffer{}
+	ingressLogs := &testenv.Buffer{}
 	base := e.ingressFront(ingressLogs)
 	var answers []string
 	post := func(endpoint string, data string, headers map[string]string) (int, events.Result) {

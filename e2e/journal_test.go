@@ -109,5 +109,3 @@ func TestJournalWriteAheadUnavailable(t *testing.T) {
 		t.Error("storage created without a write-ahead entry")
 	}
 }
-
-var _ = app.Config{}

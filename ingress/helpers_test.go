@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +32,7 @@ type harness struct {
 	nats     *testenv.NATS
 	subjects events.Subjects
 	url      string
-	logs     *syncBuffer
+	logs     *testenv.Buffer
 }
 
 // newHarness provisions the streams and serves an ingress.Server built from cfg (JetStream,
@@ -47,7 +46,7 @@ func newHarness(t *testing.T, cfg ingress.Config) *harness {
 	if err := consumer.Provision(ctx, n.JS, consumer.Config{Subjects: subjects}.WithDefaults()); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	cfg.JetStream, cfg.Conn, cfg.Subjects = n.JS, n.Conn, subjects
 	cfg.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	srv, err := ingress.New(cfg)
@@ -134,21 +133,4 @@ func noLeak(t *testing.T, what, s string) {
 	if strings.Contains(s, canary) {
 		t.Errorf("%s contains the canary password: %s", what, s)
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }

@@ -1,7 +1,6 @@
 package proxmox_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/proxbus/proxbus/internal/testenv"
 	"github.com/proxbus/proxbus/proxmox"
 	simpve "github.com/proxbus/proxbus/sim/pve"
 )
@@ -136,24 +136,6 @@ func TestUpdateVMConfigRefusals(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a concurrency-safe log sink.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestCloudInitPasswordNeverLeaks sends a canary password through success and every kind of
 // failure and checks it appears in no error and no log line (debug level included).
 func TestCloudInitPasswordNeverLeaks(t *testing.T) {
@@ -161,7 +143,7 @@ func TestCloudInitPasswordNeverLeaks(t *testing.T) {
 	const canary = "CANARY-pw-7f3a9e"
 	sim, url := startSim(t, simpve.ScenarioDemo)
 	sim.SetTaskDuration(-1)
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := newClient(t, endpoint(simpve.DemoTokenID, url), simpve.DemoSecret, proxmox.WithLogger(log), proxmox.WithTaskPollInterval(1))
 	clonedVM(t, c, 520)

@@ -234,24 +234,11 @@ func TestClaimResourceExclusive(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			claims := make([]store.Claim, n)
-			errs := make([]error, n)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					claims[i], errs[i] = e.s.Claim(context.Background(),
-						withResource(command(fmt.Sprintf("cmd-%d", i)), fmt.Sprintf("owner-%d", i), tt.key))
-				})
-			}
-			close(start)
-			wg.Wait()
+			claims := e.raceClaims(t, n, func(i int) store.ClaimRequest {
+				return withResource(command(fmt.Sprintf("cmd-%d", i)), fmt.Sprintf("owner-%d", i), tt.key)
+			})
 			winner := -1
 			for i := range n {
-				if errs[i] != nil {
-					t.Fatalf("claim %d: %v", i, errs[i])
-				}
 				switch c := claims[i]; {
 				case c.State == store.Claimed && winner < 0:
 					winner = i
@@ -434,25 +421,12 @@ func TestClaimSlotsNeverExceedMax(t *testing.T) {
 		t.Run(strconv.Itoa(max), func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			claims := make([]store.Claim, n)
-			errs := make([]error, n)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					claims[i], errs[i] = e.s.Claim(context.Background(),
-						withSlot(command(fmt.Sprintf("cmd-%d", i)), fmt.Sprintf("h-%d", i), 1, max))
-				})
-			}
-			close(start)
-			wg.Wait()
+			claims := e.raceClaims(t, n, func(i int) store.ClaimRequest {
+				return withSlot(command(fmt.Sprintf("cmd-%d", i)), fmt.Sprintf("h-%d", i), 1, max)
+			})
 			counts := map[string]int{}
-			for i := range n {
-				if errs[i] != nil {
-					t.Fatalf("claim %d: %v", i, errs[i])
-				}
-				counts[claims[i].State.String()+"/"+claims[i].BusyGuard]++
+			for _, c := range claims {
+				counts[c.State.String()+"/"+c.BusyGuard]++
 			}
 			want := map[string]int{"claimed/": max}
 			if max < n {

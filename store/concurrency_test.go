@@ -1,9 +1,7 @@
 package store_test
 
 import (
-	"context"
 	"fmt"
-	"sync"
 	"testing"
 
 	"github.com/proxbus/proxbus/store"
@@ -37,25 +35,9 @@ func TestConcurrentClaims(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			states := make([]store.ClaimState, n)
-			errs := make([]error, n)
-			start := make(chan struct{})
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() {
-					<-start
-					c, err := e.s.Claim(context.Background(), tt.req(i))
-					states[i], errs[i] = c.State, err
-				})
-			}
-			close(start)
-			wg.Wait()
 			counts := map[store.ClaimState]int{}
-			for i := range n {
-				if errs[i] != nil {
-					t.Fatalf("claim %d: %v", i, errs[i])
-				}
-				counts[states[i]]++
+			for _, c := range e.raceClaims(t, n, tt.req) {
+				counts[c.State]++
 			}
 			if counts[store.Claimed] != 1 || counts[tt.others] != n-1 {
 				t.Fatalf("outcomes %v, want 1 claimed and %d %v", counts, n-1, tt.others)

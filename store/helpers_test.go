@@ -90,3 +90,27 @@ func wantErr(t *testing.T, op string, err, want error) {
 func req(c store.CommandKey, idem *store.IdemScope, fp, owner string) store.ClaimRequest {
 	return store.ClaimRequest{Command: c, Idem: idem, Fingerprint: fp, Owner: owner}
 }
+
+// raceClaims makes n claims at once, req(i) for the i-th, and returns their outcomes in
+// order; a claim that fails fails the test.
+func (e *env) raceClaims(t *testing.T, n int, req func(i int) store.ClaimRequest) []store.Claim {
+	t.Helper()
+	claims := make([]store.Claim, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			claims[i], errs[i] = e.s.Claim(context.Background(), req(i))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("claim %d: %v", i, err)
+		}
+	}
+	return claims
+}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -176,7 +175,7 @@ func TestProgressPlain(t *testing.T) {
 // goroutine and leaves no spinner line behind.
 func TestProgressSpinner(t *testing.T) {
 	t.Parallel()
-	w := &lockedBuffer{}
+	w := &testenv.Buffer{}
 	p := newProgress(w, true)
 	p.Step(events.Step{Seq: 1, Step: "clone_template", Status: events.StepStarted, At: time.Now()})
 	p.mu.Lock()
@@ -202,24 +201,6 @@ func TestProgressSpinner(t *testing.T) {
 	if isTerminal(w) {
 		t.Error("a buffer is not a terminal")
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for the spinner goroutine and the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // TestOutputModes pins --output text|json on send, events and dlq list|show against a

@@ -242,7 +242,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PROXBUS_NATS_URL="+env.NATSURL, "PROXBUS_REDIS_URL="+r.URL, "PROXBUS_REDIS_KEY_PREFIX="+r.Prefix,
 		"PROXBUS_NETBOX_URL="+env.NetBoxURL, "PROXBUS_NETBOX_TOKEN="+app.DemoNetBoxToken, "PROXBUS_ENDPOINTS_FILE="+endpoints,
 		"LAB_SECRET="+app.DemoPVESecret, "PROXBUS_LOG_FORMAT=json")
-	logs := &lockedBuffer{}
+	logs := &testenv.Buffer{}
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
