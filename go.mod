@@ -7,6 +7,7 @@ require (
 	github.com/ThreeDotsLabs/watermill-nats/v2 v2.1.3
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/cloudevents/sdk-go/v2 v2.16.2
+	github.com/go-json-experiment/json v1.27.2
 	github.com/goccy/go-yaml v1.19.2
 	github.com/lmittmann/tint v1.2.1
 	github.com/luthermonson/go-proxmox v0.9.0

@@ -164,7 +164,9 @@ type request struct {
 }
 
 // do sends r through go-proxmox and decodes the "data" of a 2xx answer into out (when not
-// nil). Every failure is returned as *APIError or *TransportError.
+// nil) in the same pass as go-proxmox's decode of the envelope. Every failure is returned as
+// *APIError or *TransportError; a 2xx answer whose data is null ("empty answer") or cannot
+// be decoded into out is a sent *TransportError whose cause reads "unreadable answer: …".
 func (c *Client) do(ctx context.Context, r request, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -190,19 +192,28 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	if r.form != nil {
 		body = []byte(r.form.Encode())
 	}
-	var raw json.RawMessage
-	var dst any
+	var dst *dataDst
+	var v any // an untyped nil when out is nil: go-proxmox then skips decoding
 	if out != nil {
-		dst = &raw
+		dst = &dataDst{out: out}
+		v = dst
 	}
 	secrets := append(append([]string(nil), c.secrets...), r.secrets...)
 
 	start := time.Now()
-	err := c.gp.Req(ctx, r.method, target, body, dst)
-	if err == nil && out != nil {
-		if derr := decodeData(raw, out); derr != nil {
-			err = fmt.Errorf("unreadable answer: %w", derr)
+	err := c.gp.Req(ctx, r.method, target, body, v)
+	if dst != nil && (dst.err != nil || err == nil && !dst.done) {
+		derr := dst.err
+		if derr == nil {
+			derr = errors.New("empty answer") // data was null
 		}
+		// A 2xx answer came back, so the request was delivered (and a write may have
+		// been applied).
+		te := &TransportError{Method: r.method, Path: r.path, Sent: true,
+			Err: scrubbedError{err: fmt.Errorf("unreadable answer: %w", derr), secrets: secrets}}
+		c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
+			slog.String("path", r.path), slog.String("outcome", te.Error()))
+		return te
 	}
 	if err == nil {
 		c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
@@ -237,12 +248,29 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	return te
 }
 
-// decodeData decodes the "data" member go-proxmox extracted into out.
-func decodeData(raw json.RawMessage, out any) error {
-	if len(raw) == 0 {
-		return errors.New("empty answer")
+// dataDst is the target do hands go-proxmox: it receives the answer's "data" member (the
+// whole body when there is none) as the raw bytes of go-proxmox's own decode, already
+// validated, and decodes them into out without another envelope pass. go-proxmox never
+// calls it for a null data; done then stays false.
+type dataDst struct {
+	out  any
+	done bool  // UnmarshalJSON was called
+	err  error // out's decoding error
+}
+
+// UnmarshalJSON decodes data into d.out: a *json.RawMessage gets a copy, a json.Unmarshaler
+// (flatMap, flatMaps) is called directly, anything else goes through json.Unmarshal.
+func (d *dataDst) UnmarshalJSON(data []byte) error {
+	d.done = true
+	switch out := d.out.(type) {
+	case *json.RawMessage:
+		*out = append((*out)[:0], data...)
+	case json.Unmarshaler:
+		d.err = out.UnmarshalJSON(data) // encoding/json validated data before handing it over
+	default:
+		d.err = json.Unmarshal(data, out)
 	}
-	return json.Unmarshal(raw, out)
+	return d.err
 }
 
 // scrub removes known secret values and secret-named assignments from s.

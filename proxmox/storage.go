@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -26,7 +25,8 @@ var sensitiveStorageKeys = map[string]bool{
 	"password": true, "encryption-key": true, "master-pubkey": true, "keyring": true,
 }
 
-// newStorageConfig strips sensitive keys.
+// newStorageConfig strips sensitive keys: PVE's sensitive properties and every name
+// [redact.IsSecretName] matches.
 func newStorageConfig(m map[string]string) StorageConfig {
 	for k := range m {
 		if sensitiveStorageKeys[k] || redact.IsSecretName(k) {
@@ -50,13 +50,9 @@ func (c *Client) Storage(ctx context.Context, id string) (StorageConfig, error) 
 	if id == "" {
 		return nil, &APIError{Method: r.method, Path: r.path, Status: http.StatusNotFound, Message: "empty storage id"}
 	}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
+	var m flatMap // decoded in go-proxmox's pass; an unreadable answer is do's error
+	if err := c.do(ctx, r, &m); err != nil {
 		return nil, err
-	}
-	m, err := flatObject(raw)
-	if err != nil {
-		return nil, unreadable(r, err)
 	}
 	return newStorageConfig(m), nil
 }

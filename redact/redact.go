@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -22,7 +23,10 @@ const Placeholder = "[redacted]"
 // Names are matched case-insensitively on the substrings password, secret and token, so
 // "token_secret", "cloud_init.password" and "X-Auth-Token" are all secret.
 func IsSecretName(name string) bool {
-	n := strings.ToLower(name)
+	n := name
+	if strings.ContainsFunc(name, unicode.IsUpper) { // most names are lower-case already
+		n = strings.ToLower(name)
+	}
 	return strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token")
 }
 

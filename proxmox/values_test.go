@@ -1,0 +1,385 @@
+package proxmox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// refFlatValue is the flat rendering as the package implemented it with encoding/json
+// (map[string]json.RawMessage, then one value at a time): the reference the single-pass
+// parser must match.
+func refFlatValue(v json.RawMessage) (string, bool, error) {
+	v = bytes.TrimSpace(v)
+	if len(v) == 0 || string(v) == "null" {
+		return "", false, nil
+	}
+	switch v[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
+			return "", false, err
+		}
+		return s, true, nil
+	case 't':
+		return "1", true, nil
+	case 'f':
+		return "0", true, nil
+	case '{', '[':
+		return string(v), true, nil
+	default:
+		var n json.Number
+		if err := json.Unmarshal(v, &n); err != nil {
+			return "", false, err
+		}
+		return n.String(), true, nil
+	}
+}
+
+func refFlatFields(obj map[string]json.RawMessage) (map[string]string, error) {
+	out := make(map[string]string, len(obj))
+	for k, v := range obj {
+		s, ok, err := refFlatValue(v)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[k] = s
+		}
+	}
+	return out, nil
+}
+
+func refFlatObject(raw []byte) (map[string]string, error) {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	return refFlatFields(obj)
+}
+
+func refFlatList(raw []byte) ([]map[string]string, error) {
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, err
+	}
+	out := make([]map[string]string, 0, len(items))
+	for _, it := range items {
+		m, err := refFlatFields(it)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// TestFlatObject pins the flat rules value kind by value kind.
+func TestFlatObject(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want map[string]string
+	}{
+		{"strings", `{"a":"x","b":"","c":"a b/c"}`, map[string]string{"a": "x", "b": "", "c": "a b/c"}},
+		{"escapes", `{"s":"line\nq\"\\\/\t\u00e9\ud83d\ude00\ud800x"}`, map[string]string{"s": "line\nq\"\\/\té\U0001F600\uFFFDx"}},
+		{"invalid utf-8 repaired", "{\"s\":\"a\xffb\",\"k\xfe\":1}", map[string]string{"s": "a\uFFFDb", "k\uFFFD": "1"}},
+		{"numbers as written", `{"a":8007,"b":-0,"c":0.75,"d":1e3,"e":1.50E-2,"f":0}`,
+			map[string]string{"a": "8007", "b": "-0", "c": "0.75", "d": "1e3", "e": "1.50E-2", "f": "0"}},
+		{"booleans", `{"t":true,"f":false}`, map[string]string{"t": "1", "f": "0"}},
+		{"null dropped", `{"n":null,"a":"1"}`, map[string]string{"a": "1"}},
+		{"later null drops a duplicate", `{"a":"1","a":null}`, map[string]string{}},
+		{"later duplicate wins", `{"a":null,"a":"2","b":1,"b":"x"}`, map[string]string{"a": "2", "b": "x"}},
+		{"nested kept verbatim", `{"o":{ "k" : [1, "]}\"", {}] },"l":[ ],"e":{}}`,
+			map[string]string{"o": `{ "k" : [1, "]}\"", {}] }`, "l": `[ ]`, "e": `{}`}},
+		{"escaped key", `{"a\u002db":"x","\"q\"":"y"}`, map[string]string{"a-b": "x", `"q"`: "y"}},
+		{"whitespace", " \n{ \"a\" :\t\"x\" , \"b\"\r: 2 }\n ", map[string]string{"a": "x", "b": "2"}},
+		{"empty", `{}`, map[string]string{}},
+		{"null document", `null`, map[string]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := flatObject([]byte(tt.in))
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("flatObject = %q, %v; want %q", got, err, tt.want)
+			}
+			ref, err := refFlatObject([]byte(tt.in))
+			if err != nil || !reflect.DeepEqual(ref, tt.want) {
+				t.Errorf("reference = %q, %v; the table is wrong", ref, err)
+			}
+			var m flatMap
+			if err := json.Unmarshal([]byte(tt.in), &m); err != nil || !reflect.DeepEqual(map[string]string(m), tt.want) {
+				t.Errorf("json.Unmarshal into flatMap = %q, %v; want %q", m, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFlatList pins lists: items decoded like objects, null items as empty maps, a null
+// or empty list as an empty list.
+func TestFlatList(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []map[string]string
+	}{
+		{"items", `[{"a":"x","n":1},{"a":"y","b":true},{}]`,
+			[]map[string]string{{"a": "x", "n": "1"}, {"a": "y", "b": "1"}, {}}},
+		{"null item", `[null,{"a":null}]`, []map[string]string{{}, {}}},
+		{"empty", ` [ ] `, []map[string]string{}},
+		{"null", `null`, []map[string]string{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := flatList([]byte(tt.in))
+			if err != nil || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("flatList = %q, %v; want %q", got, err, tt.want)
+			}
+			var l flatMaps
+			if err := json.Unmarshal([]byte(tt.in), &l); err != nil || !reflect.DeepEqual([]map[string]string(l), tt.want) {
+				t.Errorf("json.Unmarshal into flatMaps = %q, %v; want %q", l, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestFlatErrors: what is not an object (a list of objects), or not JSON, is an error.
+func TestFlatErrors(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{``, `{`, `{"a":}`, `{"a":1,}`, `{"a":1} x`, `[1]`, `{"a":01}`, `"x"`, `[{"a":1}`, `{"a":"\q"}`} {
+		if got, err := flatObject([]byte(in)); err == nil {
+			t.Errorf("flatObject(%q) = %q, want an error", in, got)
+		}
+	}
+	for _, in := range []string{``, `{}`, `[1]`, `["x"]`, `[[]]`, `[{"a":1},]`, `[{"a":1}] x`, `[{"a":tru}]`} {
+		if got, err := flatList([]byte(in)); err == nil {
+			t.Errorf("flatList(%q) = %q, want an error", in, got)
+		}
+	}
+}
+
+// TestFlatMatchesReference decodes realistic documents both ways.
+func TestFlatMatchesReference(t *testing.T) {
+	t.Parallel()
+	docs := []string{benchList(25)}
+	files, _ := filepath.Glob(filepath.Join("testdata", "vmconfig", "*.json"))
+	for _, f := range files {
+		body, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var env struct{ Data json.RawMessage }
+		if err := json.Unmarshal(body, &env); err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, "["+string(env.Data)+"]")
+	}
+	for i, doc := range docs {
+		checkAgainstReference(t, fmt.Sprint("doc ", i), []byte(doc))
+	}
+}
+
+// checkAgainstReference requires the parser to agree with the reference on doc (a list,
+// and each item as an object) and never to accept what encoding/json rejects.
+func checkAgainstReference(t *testing.T, name string, doc []byte) {
+	t.Helper()
+	want, werr := refFlatList(doc)
+	got, gerr := flatList(doc)
+	if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
+		t.Fatalf("%s: flatList = %q, %v; reference %q, %v", name, got, gerr, want, werr)
+	}
+	var items []json.RawMessage
+	if json.Unmarshal(doc, &items) != nil {
+		return
+	}
+	for j, it := range items {
+		want, werr := refFlatObject(it)
+		got, gerr := flatObject(it)
+		if (werr == nil) != (gerr == nil) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s item %d: flatObject = %q, %v; reference %q, %v", name, j, got, gerr, want, werr)
+		}
+	}
+}
+
+// FuzzFlatList: on any input the parser agrees with the reference (encoding/json) and never
+// panics.
+func FuzzFlatList(f *testing.F) {
+	for _, s := range []string{
+		`[{"a":"x","n":1.5e3,"b":true,"z":null,"o":{"k":["]"]}}]`,
+		`[{"s":"\ud83d\ude00\ud800\u00e9\n\"\\"},null,{}]`,
+		"[{\"s\":\"a\xffb\",\"k\xfe\\u0041\":-0}]",
+		`[{"a":1,"a":null,"b":null,"b":2}]`,
+		`null`, `[]`, `[1]`, `{"a":1}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		checkAgainstReference(t, "fuzz", doc)
+	})
+}
+
+// TestNewStorageConfigStripsSecrets: every secret-named or sensitive key is stripped,
+// whatever its case, and the plain keys are kept.
+func TestNewStorageConfigStripsSecrets(t *testing.T) {
+	t.Parallel()
+	secret := []string{
+		"password", "Password", "PASSWORD", "password2", "Api-Token", "token", "client_secret",
+		"SecretKey", "encryption-key", "master-pubkey", "keyring", "cifs-password", "x-TOKEN-y",
+	}
+	plain := []string{"storage", "type", "server", "port", "datastore", "username", "fingerprint",
+		"digest", "prune-backups", "shared", "Comment", "unknown-key"}
+	m := map[string]string{}
+	for _, k := range append(append([]string(nil), secret...), plain...) {
+		m[k] = "v"
+	}
+	got := newStorageConfig(m)
+	for _, k := range secret {
+		if _, ok := got[k]; ok {
+			t.Errorf("%q kept", k)
+		}
+	}
+	for _, k := range plain {
+		if _, ok := got[k]; !ok {
+			t.Errorf("%q stripped", k)
+		}
+	}
+}
+
+// TestDecodeFailures pins how do classifies 2xx answers it cannot use: a null data is
+// "unreadable answer: empty answer", data of the wrong shape "unreadable answer: …", both
+// sent *TransportErrors matching ErrAnswerLost; a body that is not JSON stays a
+// *TransportError (as go-proxmox reports it).
+func TestDecodeFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body string
+		call       func(context.Context, *Client) error
+		want       string // suffix of the cause
+	}{
+		{"list null", `{"data":null}`, storages, "unreadable answer: empty answer"},
+		{"list not a list", `{"data":{"a":1}}`, storages, "unreadable answer: a JSON object where a list was expected"},
+		{"list item not an object", `{"data":[{"a":1},2]}`, storages, "unreadable answer: item 1: a JSON number where an object was expected"},
+		{"object null", `{"data":null}`, storage, "unreadable answer: empty answer"},
+		{"object not an object", `{"data":[1]}`, storage, "unreadable answer: a JSON array where an object was expected"},
+		{"raw null", `{"data":null}`, version, "unreadable answer: empty answer"},
+		{"string wrong type", `{"data":1}`, upid, "unreadable answer: json: cannot unmarshal number into Go value of type string"},
+		{"not JSON", `<html>`, storages, "invalid character '<' looking for beginning of value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := answering(t, tt.body)
+			err := tt.call(t.Context(), c)
+			var te *TransportError
+			if !errors.As(err, &te) || !errors.Is(err, ErrAnswerLost) {
+				t.Fatalf("error = %#v, want a sent *TransportError", err)
+			}
+			if !strings.HasSuffix(te.Err.Error(), tt.want) {
+				t.Errorf("cause = %q, want suffix %q", te.Err, tt.want)
+			}
+		})
+	}
+}
+
+// TestDecodeSuccess: the answer's data reaches every kind of target unchanged, and an
+// answer without a "data" member is decoded whole.
+func TestDecodeSuccess(t *testing.T) {
+	t.Parallel()
+	c := answering(t, `{"data":{"storage":"s1","port":8007,"shared":true,"password":"p","Api-Token":"t","n":null}}`)
+	got, err := c.Storage(t.Context(), "s1")
+	if want := (StorageConfig{"storage": "s1", "port": "8007", "shared": "1"}); err != nil || !maps.Equal(got, want) {
+		t.Errorf("Storage = %v, %v; want %v", got, err, want)
+	}
+	c = answering(t, `{"data":[{"storage":"s1"},{"storage":"s2","token":"x"}]}`)
+	list, err := c.Storages(t.Context())
+	if want := []StorageConfig{{"storage": "s1"}, {"storage": "s2"}}; err != nil || !reflect.DeepEqual(list, want) {
+		t.Errorf("Storages = %v, %v; want %v", list, err, want)
+	}
+	c = answering(t, `{"data":"UPID:pve1:1"}`)
+	var s string
+	if err := c.do(t.Context(), request{method: http.MethodGet, path: "/x"}, &s); err != nil || s != "UPID:pve1:1" {
+		t.Errorf("do(*string) = %q, %v", s, err)
+	}
+	c = answering(t, `{"other":[1, 2]}`)
+	var raw json.RawMessage
+	if err := c.do(t.Context(), request{method: http.MethodGet, path: "/x"}, &raw); err != nil || string(raw) != `{"other":[1, 2]}` {
+		t.Errorf("do(*json.RawMessage) without data = %s, %v", raw, err)
+	}
+}
+
+func storages(ctx context.Context, c *Client) error {
+	_, err := c.Storages(ctx)
+	return err
+}
+
+func storage(ctx context.Context, c *Client) error {
+	_, err := c.Storage(ctx, "s1")
+	return err
+}
+
+func version(ctx context.Context, c *Client) error {
+	var raw json.RawMessage
+	return c.do(ctx, request{method: http.MethodGet, path: "/version"}, &raw)
+}
+
+func upid(ctx context.Context, c *Client) error {
+	var s string
+	return c.do(ctx, request{method: http.MethodPost, path: "/x"}, &s)
+}
+
+// answering is a client whose every request is answered 200 with body.
+func answering(t *testing.T, body string) *Client {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(body))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(EndpointConfig{ID: 1, Name: "t", URLs: []string{srv.URL}, TokenID: "proxbus@pve!t", Timeout: 5 * time.Second},
+		Secret("test-secret-0123"), WithLogger(slog.New(slog.DiscardHandler)), WithHTTPClient(srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// benchList is a GET /storage data array of n storages with every value kind (the
+// external decode benchmark's shape).
+func benchList(n int) string {
+	items := make([]string, n)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"storage":"pbs-%03d","type":"pbs","port":8007,"ratio":0.75,"shared":1,"disable":%t,`+
+			`"nodes":null,"comment":"line one\nsaid \"hi\" \u00e9t\u00e9","options":{"keep":[1,2,{"x":"}"}]},"tags":["a"],"password":"p"}`,
+			i, i%3 == 0)
+	}
+	return "[" + strings.Join(items, ",") + "]"
+}
+
+// BenchmarkFlatList measures the parser alone on a 100-storage data array.
+func BenchmarkFlatList(b *testing.B) {
+	doc := []byte(benchList(100))
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var l flatMaps
+		if err := l.UnmarshalJSON(doc); err != nil || len(l) != 100 {
+			b.Fatal(err)
+		}
+	}
+}
