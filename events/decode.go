@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -35,20 +36,21 @@ import (
 // for them when it is at most 8 × MaxCommandBytes.
 func Decode(subject string, h nats.Header, body []byte, s Subjects) (Command, error) {
 	verb, verbOK := s.VerbOf(subject)
-	structured, ctReason := isStructured(h)
+	hs := scanHeaders(h)
+	structured, ctReason := hs.contentMode()
 
-	tooLarge := len(body)+headerBytes(h) > MaxCommandBytes
+	tooLarge := len(body)+hs.size > MaxCommandBytes
 
-	var env *envelope
+	var env envelope
 	switch {
 	case structured && len(body) > 8*MaxCommandBytes:
-		env = newEnvelope()
+		// nothing is read
 	case structured:
 		env = readStructured(body)
 	case tooLarge:
-		env = readBinary(h, nil) // the headers alone give the id and source
+		env = readBinary(&hs, nil) // the headers alone give the id and source
 	default:
-		env = readBinary(h, body)
+		env = readBinary(&hs, body)
 		if ctReason != "" {
 			env.dataReason = ctReason
 		}
@@ -91,29 +93,73 @@ func Decode(subject string, h nats.Header, body []byte, s Subjects) (Command, er
 	return c, nil
 }
 
-// isStructured reports whether the Content-Type header selects structured mode. For binary
+// headerScan is what Decode needs from the headers, read in one pass.
+type headerScan struct {
+	// size is the size of the header names and values.
+	size int
+	// contentTypes counts the Content-Type values (names matched case-insensitively);
+	// mediaType is the media type of one of them, and mixed says whether they differ.
+	contentTypes int
+	mediaType    string
+	mixed        bool
+	// ce holds the values of the ce-* headers of each known attribute (indexed like
+	// knownAttrs; names matched case-insensitively).
+	ce [numAttrs]headerValues
+}
+
+// headerValues are the values of the headers naming one attribute: whether there is such a
+// header, how many values they have in all, and the first value seen.
+type headerValues struct {
+	seen  bool
+	n     int
+	first string
+}
+
+// scanHeaders reads the header size, the Content-Type values and the known ce-* attributes.
+func scanHeaders(h nats.Header) headerScan {
+	var hs headerScan
+	for k, vs := range h {
+		for _, v := range vs {
+			hs.size += len(k) + len(v)
+		}
+		if len(k) > len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix) {
+			if i := attrIndex(k[len(HeaderPrefix):]); i >= 0 {
+				a := &hs.ce[i]
+				if a.n == 0 && len(vs) > 0 {
+					a.first = vs[0]
+				}
+				a.seen = true
+				a.n += len(vs)
+			}
+			continue
+		}
+		if strings.EqualFold(k, HeaderContentType) {
+			for _, v := range vs {
+				mt := mediaType(v)
+				if hs.contentTypes == 0 {
+					hs.mediaType = mt
+				} else if mt != hs.mediaType {
+					hs.mixed = true
+				}
+				hs.contentTypes++
+			}
+		}
+	}
+	return hs
+}
+
+// contentMode reports whether the Content-Type header selects structured mode. For binary
 // mode it also returns a poison reason when Content-Type is present but is not
 // application/json, or is given with different values.
-func isStructured(h nats.Header) (bool, string) {
-	var values []string
-	for k, vs := range h {
-		if strings.EqualFold(k, HeaderContentType) {
-			values = append(values, vs...)
-		}
-	}
-	if len(values) == 0 {
+func (hs *headerScan) contentMode() (bool, string) {
+	switch {
+	case hs.contentTypes == 0:
 		return false, ""
-	}
-	mt := mediaType(values[0])
-	for _, v := range values[1:] {
-		if mediaType(v) != mt {
-			return false, HeaderContentType + reasonDuplicateSuffix
-		}
-	}
-	switch mt {
-	case ContentTypeCE:
+	case hs.mixed:
+		return false, HeaderContentType + reasonDuplicateSuffix
+	case hs.mediaType == ContentTypeCE:
 		return true, ""
-	case ContentTypeJSON:
+	case hs.mediaType == ContentTypeJSON:
 		return false, ""
 	default:
 		return false, reasonContentType
@@ -121,20 +167,59 @@ func isStructured(h nats.Header) (bool, string) {
 }
 
 // headerBytes is the size of the header names and values.
-func headerBytes(h nats.Header) int {
-	n := 0
-	for k, vs := range h {
-		for _, v := range vs {
-			n += len(k) + len(v)
+func headerBytes(h nats.Header) int { return scanHeaders(h).size }
+
+// validCommandSource is validSource, with the common source forms accepted without parsing:
+// an absolute path ("/netbox/webhook") and a lower-case scheme with an opaque part
+// ("urn:proxbus:cli"), written with unreserved characters, '/' and ':' only. url.Parse keeps
+// both as they are (path or opaque part, nothing to escape) and url.URL.String writes them
+// back unchanged; TestValidCommandSource checks the equivalence.
+func validCommandSource(source string) bool {
+	return simpleSource(source) || validSource(source)
+}
+
+// simpleSource reports whether source has one of the forms validCommandSource accepts
+// without parsing.
+func simpleSource(source string) bool {
+	rest := source
+	if !strings.HasPrefix(source, "/") {
+		scheme, opaque, ok := strings.Cut(source, ":")
+		if !ok || !lowerScheme(scheme) || opaque == "" || opaque[0] == '/' {
+			return false
+		}
+		rest = opaque
+	} else if strings.HasPrefix(source, "//") {
+		return false // an authority
+	}
+	for i := 0; i < len(rest); i++ {
+		c := rest[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
+			c == '-' || c == '.' || c == '_' || c == '~' || c == '/' || c == ':') {
+			return false
 		}
 	}
-	return n
+	return true
+}
+
+// lowerScheme reports whether s is a URI scheme without upper-case letters (url.Parse lowers
+// the scheme).
+func lowerScheme(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // nonNullJSON returns nil for absent, empty or JSON-null data, else data.
 func nonNullJSON(data []byte) json.RawMessage {
-	t := strings.TrimSpace(string(data))
-	if t == "" || t == "null" {
+	t := bytes.TrimSpace(data)
+	if len(t) == 0 || string(t) == "null" {
 		return nil
 	}
 	return json.RawMessage(data)

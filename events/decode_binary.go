@@ -3,37 +3,28 @@ package events
 import (
 	"bytes"
 	"encoding/json"
-	"strings"
-
-	"github.com/nats-io/nats.go"
 )
 
-// readBinary extracts a binary-mode envelope: known attributes from ce-* headers (names
-// case-insensitive, values percent-decoded), data from the body. It never fails outright; what
-// is unusable is recorded in the envelope. The Content-Type is checked by the caller.
-func readBinary(h nats.Header, body []byte) *envelope {
-	env := newEnvelope()
-	raw := map[string][]string{}
-	for k, vs := range h {
-		if len(k) <= len(HeaderPrefix) || !strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix) {
+// readBinary extracts a binary-mode envelope: known attributes from the ce-* headers found by
+// scanHeaders (values percent-decoded), data from the body. It never fails outright; what is
+// unusable is recorded in the envelope. The Content-Type is checked by the caller.
+func readBinary(hs *headerScan, body []byte) envelope {
+	var env envelope
+	for i, a := range hs.ce {
+		if !a.seen {
 			continue
 		}
-		name := strings.ToLower(k[len(HeaderPrefix):])
-		if isKnownAttr(name) {
-			raw[name] = append(raw[name], vs...)
-		}
-	}
-	for name, vs := range raw {
-		if len(vs) != 1 {
-			env.bad[name] = name + reasonDuplicateSuffix
+		name := knownAttrs[i]
+		if a.n != 1 {
+			env.bad[i] = name + reasonDuplicateSuffix
 			continue
 		}
-		v, err := percentDecode(vs[0])
+		v, err := percentDecode(a.first)
 		if err != nil {
-			env.bad[name] = name + reasonPercentSuffix
+			env.bad[i] = name + reasonPercentSuffix
 			continue
 		}
-		env.attrs[name] = v
+		env.set(i, v)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return env

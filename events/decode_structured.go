@@ -11,51 +11,51 @@ import (
 // A body that is not a JSON object sets fatal. The CloudEvents SDK parses the body afterwards
 // (see Decode); this pass exists to give precise poison reasons and to read endpointid without
 // the SDK's 32-bit float conversion.
-func readStructured(body []byte) *envelope {
-	env := newEnvelope()
+func readStructured(body []byte) envelope {
+	var env envelope
 	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(body) {
+	if len(trimmed) == 0 || trimmed[0] != '{' {
 		env.fatal = reasonNotObject
 		return env
 	}
+	// Unmarshal checks that the whole body is valid JSON before it decodes anything.
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil {
 		env.fatal = reasonNotObject
 		return env
 	}
-	for _, name := range knownAttrs {
+	for i, name := range knownAttrs {
 		v, ok := raw[name]
 		if !ok || isNull(v) {
 			continue
 		}
-		var s string
-		if err := json.Unmarshal(v, &s); err == nil {
-			env.attrs[name] = s
+		if s, ok := jsonString(v); ok {
+			env.set(i, s)
 			continue
 		}
 		switch name {
 		case AttrEndpointID:
 			if digits, ok := int32Number(v); ok {
-				env.attrs[name] = digits
+				env.set(i, digits)
 			} else {
-				env.bad[name] = reasonEndpointID
+				env.bad[i] = reasonEndpointID
 			}
 		case AttrSpecVersion:
-			env.bad[name] = reasonSpecVersion
+			env.bad[i] = reasonSpecVersion
 		case AttrID:
-			env.bad[name] = reasonID
+			env.bad[i] = reasonID
 		case AttrSource:
-			env.bad[name] = reasonSource
+			env.bad[i] = reasonSource
 		case AttrType:
-			env.bad[name] = reasonType
+			env.bad[i] = reasonType
 		case AttrTime:
-			env.bad[name] = reasonTime
+			env.bad[i] = reasonTime
 		case AttrIdempotencyKey:
-			env.bad[name] = reasonIdempotencyKey
+			env.bad[i] = reasonIdempotencyKey
 		case AttrDataContentType:
-			env.bad[name] = reasonDataContentType
+			env.bad[i] = reasonDataContentType
 		default:
-			env.bad[name] = name + reasonNotStringSuffix
+			env.bad[i] = name + reasonNotStringSuffix
 		}
 	}
 	if v, ok := raw["data_base64"]; ok && !isNull(v) {
@@ -65,6 +65,29 @@ func readStructured(body []byte) *envelope {
 		env.data = nonNullJSON(v)
 	}
 	return env
+}
+
+// jsonString decodes v when it is a JSON string, as json.Unmarshal into a string would. A
+// string of printable ASCII without escapes is read directly.
+func jsonString(v json.RawMessage) (string, bool) {
+	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
+		inner := v[1 : len(v)-1]
+		plain := true
+		for _, c := range inner {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+		if plain {
+			return string(inner), true
+		}
+	}
+	var s string
+	if err := json.Unmarshal(v, &s); err != nil {
+		return "", false
+	}
+	return s, true
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }

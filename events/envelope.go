@@ -2,24 +2,79 @@ package events
 
 import (
 	"encoding/json"
-	"slices"
 	"strings"
+)
+
+// Indices of the known attributes, in knownAttrs order.
+const (
+	attrSpecVersion = iota
+	attrID
+	attrSource
+	attrType
+	attrTime
+	attrSubject
+	attrDataContentType
+	attrEndpointID
+	attrIdempotencyKey
+	attrActor
+	attrTraceParent
+	numAttrs
 )
 
 // knownAttrs are the attributes Decode reads; every other attribute is ignored. Only these
 // names ever appear in a poison reason.
-var knownAttrs = []string{
-	AttrSpecVersion, AttrID, AttrSource, AttrType, AttrTime, AttrSubject,
-	AttrDataContentType, AttrEndpointID, AttrIdempotencyKey, AttrActor, AttrTraceParent,
+var knownAttrs = [numAttrs]string{
+	attrSpecVersion: AttrSpecVersion, attrID: AttrID, attrSource: AttrSource, attrType: AttrType,
+	attrTime: AttrTime, attrSubject: AttrSubject, attrDataContentType: AttrDataContentType,
+	attrEndpointID: AttrEndpointID, attrIdempotencyKey: AttrIdempotencyKey, attrActor: AttrActor,
+	attrTraceParent: AttrTraceParent,
 }
 
-func isKnownAttr(name string) bool { return slices.Contains(knownAttrs, name) }
+// attrIndex returns the index of the known attribute named name, or -1. The name is matched
+// as strings.ToLower(name), so any letter case is accepted.
+func attrIndex(name string) int {
+	ascii := true
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			ascii = false
+			break
+		}
+	}
+	if !ascii {
+		// strings.ToLower maps a few non-ASCII letters to ASCII ones (the Kelvin sign to k).
+		name = strings.ToLower(name)
+	}
+	for i, a := range knownAttrs {
+		if len(a) == len(name) && equalLowerASCII(name, a) {
+			return i
+		}
+	}
+	return -1
+}
 
-// envelope is what a content-mode reader extracted, before validation: known attributes with a
-// string value, the attributes that were present but unusable (with the reason), and the data.
+// equalLowerASCII reports whether s, with ASCII upper-case letters lowered, equals lower.
+func equalLowerASCII(s, lower string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != lower[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// envelope is what a content-mode reader extracted, before validation: the known attributes
+// with a string value, the attributes that were present but unusable (with the reason), and
+// the data. Each array is indexed like knownAttrs.
 type envelope struct {
-	attrs map[string]string
-	bad   map[string]string
+	attrs [numAttrs]string
+	// present says which attrs hold a value (which may be "").
+	present [numAttrs]bool
+	// bad holds the reason a present attribute is unusable; "" when it is not.
+	bad [numAttrs]string
 	// fatal is set when nothing can be read (structured body not a JSON object).
 	fatal string
 	// dataReason is set when the data is not acceptable JSON.
@@ -27,16 +82,15 @@ type envelope struct {
 	data       json.RawMessage
 }
 
-func newEnvelope() *envelope {
-	return &envelope{attrs: map[string]string{}, bad: map[string]string{}}
-}
+// set records the string value of attribute i.
+func (e *envelope) set(i int, v string) { e.attrs[i], e.present[i] = v, true }
 
 // fillReadable copies the id and source into p when they are present and valid.
 func (e *envelope) fillReadable(p *PoisonError) {
-	if id, ok := e.attrs[AttrID]; ok && e.bad[AttrID] == "" && validID(id) {
+	if id := e.attrs[attrID]; e.present[attrID] && e.bad[attrID] == "" && validID(id) {
 		p.ID = id
 	}
-	if src, ok := e.attrs[AttrSource]; ok && e.bad[AttrSource] == "" && validSource(src) {
+	if src := e.attrs[attrSource]; e.present[attrSource] && e.bad[attrSource] == "" && validCommandSource(src) {
 		p.Source = src
 	}
 }
@@ -49,46 +103,46 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 		return c, reasonSubject
 	}
 	var reason string
-	if _, reason = e.required(AttrSpecVersion, reasonSpecVersion, func(v string) bool { return v == SpecVersion }); reason != "" {
+	if _, reason = e.required(attrSpecVersion, reasonSpecVersion, func(v string) bool { return v == SpecVersion }); reason != "" {
 		return c, reason
 	}
-	if c.ID, reason = e.required(AttrID, reasonID, validID); reason != "" {
+	if c.ID, reason = e.required(attrID, reasonID, validID); reason != "" {
 		return c, reason
 	}
-	if c.Source, reason = e.required(AttrSource, reasonSource, validSource); reason != "" {
+	if c.Source, reason = e.required(attrSource, reasonSource, validCommandSource); reason != "" {
 		return c, reason
 	}
-	if c.Type, reason = e.required(AttrType, reasonType, func(v string) bool { return v != "" }); reason != "" {
+	if c.Type, reason = e.required(attrType, reasonType, func(v string) bool { return v != "" }); reason != "" {
 		return c, reason
 	}
-	if c.Type != TypePrefix+verb {
+	if v, ok := strings.CutPrefix(c.Type, TypePrefix); !ok || v != verb {
 		return c, reasonTypeMismatch
 	}
-	if reason = e.optional(AttrTime, reasonTime, func(v string) bool {
+	if reason = e.optional(attrTime, reasonTime, func(v string) bool {
 		t, ok := parseTime(v)
 		c.Time = t
 		return ok
 	}); reason != "" {
 		return c, reason
 	}
-	if reason = e.optional(AttrEndpointID, reasonEndpointID, func(v string) bool {
+	if reason = e.optional(attrEndpointID, reasonEndpointID, func(v string) bool {
 		n, ok := parseEndpointID(v)
 		c.EndpointID, c.HasEndpointID = n, ok
 		return ok
 	}); reason != "" {
 		return c, reason
 	}
-	if reason = e.optional(AttrIdempotencyKey, reasonIdempotencyKey, func(v string) bool {
+	if reason = e.optional(attrIdempotencyKey, reasonIdempotencyKey, func(v string) bool {
 		c.IdempotencyKey = v
 		return validIdempotencyKey(v)
 	}); reason != "" {
 		return c, reason
 	}
 	for _, a := range []struct {
-		name string
+		attr int
 		dst  *string
-	}{{AttrSubject, &c.Subject}, {AttrActor, &c.Actor}, {AttrTraceParent, &c.TraceParent}} {
-		if reason = e.optional(a.name, "", func(v string) bool { *a.dst = v; return true }); reason != "" {
+	}{{attrSubject, &c.Subject}, {attrActor, &c.Actor}, {attrTraceParent, &c.TraceParent}} {
+		if reason = e.optional(a.attr, "", func(v string) bool { *a.dst = v; return true }); reason != "" {
 			return c, reason
 		}
 	}
@@ -97,7 +151,7 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 	if !validTraceParent(c.TraceParent) {
 		c.TraceParent = ""
 	}
-	if reason = e.optional(AttrDataContentType, reasonDataContentType, func(v string) bool {
+	if reason = e.optional(attrDataContentType, reasonDataContentType, func(v string) bool {
 		return mediaType(v) == ContentTypeJSON
 	}); reason != "" {
 		return c, reason
@@ -111,12 +165,12 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 
 // required returns a present attribute's value when valid accepts it, else a poison reason:
 // the reader's specific one when it recorded one, else generic.
-func (e *envelope) required(name, generic string, valid func(string) bool) (string, string) {
-	if r := e.bad[name]; r != "" {
+func (e *envelope) required(i int, generic string, valid func(string) bool) (string, string) {
+	if r := e.bad[i]; r != "" {
 		return "", r
 	}
-	v, ok := e.attrs[name]
-	if !ok || !valid(v) {
+	v := e.attrs[i]
+	if !e.present[i] || !valid(v) {
 		return "", generic
 	}
 	return v, ""
@@ -124,12 +178,11 @@ func (e *envelope) required(name, generic string, valid func(string) bool) (stri
 
 // optional calls valid for a present attribute and returns a poison reason when the reader
 // recorded one or valid refuses the value; an absent attribute is fine.
-func (e *envelope) optional(name, generic string, valid func(string) bool) string {
-	if r := e.bad[name]; r != "" {
+func (e *envelope) optional(i int, generic string, valid func(string) bool) string {
+	if r := e.bad[i]; r != "" {
 		return r
 	}
-	v, ok := e.attrs[name]
-	if ok && !valid(v) {
+	if e.present[i] && !valid(e.attrs[i]) {
 		return generic
 	}
 	return ""
