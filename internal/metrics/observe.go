@@ -42,16 +42,17 @@ func (m *Metrics) DeadLettered(verb, reason string) {
 // Published reads a stored event (consumer.PublishHook): a result event counts its command
 // by verb, result and status; step events time each step from started to done, error or
 // skipped. A duplicate (replayed) event is counted in events_published_total only. Anything
-// that is not a proxbus event is ignored.
+// that is not a proxbus event is ignored; a message on a subject that cannot carry a step,
+// result or journal event is ignored before its body is read.
 func (m *Metrics) Published(_ context.Context, msg *nats.Msg, duplicate bool) {
-	if msg == nil || msg.Header.Get(events.HeaderContentType) != events.ContentTypeCE {
+	if msg == nil || !countedSubject(msg.Subject) || msg.Header.Get(events.HeaderContentType) != events.ContentTypeCE {
 		return
 	}
-	var ev struct {
-		Type string          `json:"type"`
-		Data json.RawMessage `json:"data"`
-	}
-	if json.Unmarshal(msg.Data, &ev) != nil || !strings.HasPrefix(ev.Type, events.TypePrefix) {
+	var ev publishedEvent
+	// A body that is not JSON leaves ev empty. A type error in a field leaves the other fields
+	// read; it only matters in the data, which is then not used.
+	dataErr := json.Unmarshal(msg.Data, &ev)
+	if !strings.HasPrefix(ev.Type, events.TypePrefix) {
 		return
 	}
 	kind := ev.Type[strings.LastIndex(ev.Type, ".")+1:]
@@ -61,24 +62,90 @@ func (m *Metrics) Published(_ context.Context, msg *nats.Msg, duplicate bool) {
 		return
 	}
 	m.events.WithLabelValues(kind, strconv.FormatBool(duplicate)).Inc()
-	if duplicate {
+	if duplicate || dataErr != nil {
 		return
 	}
+	d := &ev.Data
 	switch kind {
 	case "result":
-		var r events.Result
-		if json.Unmarshal(ev.Data, &r) != nil {
+		status, ok := resultStatus(d.Status)
+		if !ok {
 			return
 		}
-		m.commands.WithLabelValues(m.verb(r.Verb), boundedWord(r.Result), strconv.Itoa(r.Status)).Inc()
-		m.steps.forget(r.CommandSource, r.CommandID)
+		m.commands.WithLabelValues(m.verb(d.Verb), boundedWord(d.Result), strconv.Itoa(status)).Inc()
+		m.steps.forget(d.CommandSource, d.CommandID)
 	case "step":
-		var st events.Step
-		if json.Unmarshal(ev.Data, &st) != nil {
+		status, ok := stepStatus(d.Status)
+		if !ok {
 			return
 		}
-		m.step(st)
+		m.step(events.Step{CommandID: d.CommandID, CommandSource: d.CommandSource, Verb: d.Verb,
+			Step: d.Step, Status: status, At: d.At})
 	}
+}
+
+// publishedEvent is what Published reads of an event: its type and the fields of a step's or
+// a result's data that the metrics use.
+type publishedEvent struct {
+	Type string `json:"type"`
+	Data struct {
+		CommandID     string `json:"command_id"`
+		CommandSource string `json:"command_source"`
+		Verb          string `json:"verb"`
+		// Status is a number in a result (an HTTP status) and a string in a step.
+		Status json.RawMessage `json:"status"`
+		Result string          `json:"result"`
+		Step   string          `json:"step"`
+		At     time.Time       `json:"at"`
+	} `json:"data"`
+}
+
+// countedSubject reports whether subject can carry a step, result or journal event: its last
+// token is that of [events.Subjects.Step], [events.Subjects.Result] or
+// [events.Subjects.Journal].
+func countedSubject(subject string) bool {
+	switch subject[strings.LastIndexByte(subject, '.')+1:] {
+	case "step", "result", "journal":
+		return true
+	}
+	return false
+}
+
+// resultStatus reads a result's status as json.Unmarshal into an int does: absent or null is
+// 0, anything but an integer literal fails.
+func resultStatus(raw json.RawMessage) (int, bool) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, true
+	}
+	n, err := strconv.Atoi(string(raw))
+	return n, err == nil
+}
+
+// stepStatus reads a step's status as json.Unmarshal into a string does: absent or null is
+// "", anything but a string fails.
+func stepStatus(raw json.RawMessage) (events.StepStatus, bool) {
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", true
+	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && plainASCII(raw[1:len(raw)-1]):
+		return events.StepStatus(raw[1 : len(raw)-1]), true
+	}
+	var s events.StepStatus
+	if json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// plainASCII reports whether b is printable ASCII without '"' or '\\': the body of a JSON string
+// that decodes to itself.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // step records a started step or observes the duration of a finished one.

@@ -1,0 +1,63 @@
+package metrics
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// BenchmarkPublished measures the publish hook on what the pipeline publishes: a step event
+// pair (started, then done), a result event, and a message that is not an event (a
+// structured-mode command dead-lettered as is).
+func BenchmarkPublished(b *testing.B) {
+	subjects := events.NewSubjects("proxbus")
+	em := events.NewEmitter(subjects, "bench")
+	o := events.Origin{ID: "bench-run-42", Source: "/bench", Verb: "storage.pbs.create",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	at := time.Date(2026, 11, 29, 17, 0, 0, 0, time.UTC)
+	mustMsg := func(m *nats.Msg, err error) *nats.Msg {
+		b.Helper()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return m
+	}
+	started := mustMsg(em.StepEvent(o, events.Step{Seq: 1, Step: "storage", Status: events.StepStarted, At: at}))
+	done := mustMsg(em.StepEvent(o, events.Step{Seq: 2, Step: "storage", Status: events.StepDone, UPID: "UPID:pve1:0001", At: at.Add(time.Second)}))
+	endpoint := int64(1)
+	result := mustMsg(em.ResultEvent(o, events.Result{Status: 201, Result: "created", EndpointID: &endpoint,
+		JournalEntryURL: "https://netbox.example/api/extras/journal-entries/7/", JournalFinalized: true,
+		IdempotencyKey: "key-run-42", Output: json.RawMessage(`{"storage":"brun1-42","type":"pbs"}`)}))
+	cmd, err := events.EncodeStructured(subjects, events.Command{ID: "bench-run-42", Source: "/bench",
+		Verb: "storage.pbs.create", Data: json.RawMessage(`{"storage":"brun1-42"}`)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	dlq := &nats.Msg{Subject: subjects.DLQ("storage.pbs.create"), Header: cmd.Header, Data: cmd.Data}
+
+	cases := []struct {
+		name string
+		msgs []*nats.Msg
+	}{
+		{"step-pair", []*nats.Msg{started, done}},
+		{"result", []*nats.Msg{result}},
+		{"not-an-event", []*nats.Msg{dlq}},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			m := New(Options{Verbs: []string{"storage.pbs.create"}})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, msg := range tc.msgs {
+					m.Published(ctx, msg, false)
+				}
+			}
+		})
+	}
+}
