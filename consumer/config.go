@@ -11,11 +11,14 @@ import (
 
 // Defaults applied by [Config.WithDefaults].
 const (
-	DefaultDurable         = "proxbus"
-	DefaultConcurrency     = 8
-	DefaultMaxDeliver      = 5
-	DefaultAckWait         = 30 * time.Second
-	DefaultFetchWait       = 1 * time.Second
+	DefaultDurable     = "proxbus"
+	DefaultConcurrency = 8
+	DefaultMaxDeliver  = 5
+	DefaultAckWait     = 30 * time.Second
+	DefaultFetchWait   = 1 * time.Second
+	// DefaultFetchBatch keeps a pull request open while messages are handled: the iterator
+	// asks for more when fewer than half are outstanding, so with 4 at least one always is.
+	DefaultFetchBatch      = 4
 	DefaultReplicas        = 1
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultEventsMaxAge    = 7 * 24 * time.Hour
@@ -46,13 +49,17 @@ type Config struct {
 	Concurrency int
 	// MaxAckPending is the consumer's MaxAckPending, shared by all replicas of the durable.
 	// Default Concurrency. With N replicas set it to N*Concurrency, or the replicas together
-	// never have more than Concurrency commands in flight.
+	// never have more than Concurrency commands in flight (see FetchBatch for what a value
+	// above Concurrency means for one replica).
 	MaxAckPending int
-	// FetchBatch is the largest pull request; default min(Concurrency, 4). A fetch never asks
-	// for more messages than there are free workers, so no message waits unattended.
+	// FetchBatch is how many messages the consumer keeps requested ahead of its workers;
+	// default 4. A message is taken for a worker only
+	// when one is free; with MaxAckPending at most Concurrency none ever waits for one. With
+	// MaxAckPending above Concurrency up to FetchBatch delivered messages may wait for a
+	// worker of this replica without heartbeats (their AckWait runs), so keep it small there.
 	FetchBatch int
-	// FetchWait is how long one pull request waits for messages. It also bounds how long
-	// Run takes to notice cancellation before draining. Default 1s.
+	// FetchWait is how long the consumer waits for a message before it checks its health
+	// again; a pull request lasts max(FetchWait, 1s). Default 1s.
 	FetchWait time.Duration
 	// MaxDeliver is the consumer's delivery limit. Default 5.
 	MaxDeliver int
@@ -98,9 +105,8 @@ func (c Config) WithDefaults() Config {
 		c.MaxAckPending = c.Concurrency
 	}
 	if c.FetchBatch <= 0 {
-		c.FetchBatch = min(c.Concurrency, 4)
+		c.FetchBatch = DefaultFetchBatch
 	}
-	c.FetchBatch = min(c.FetchBatch, c.Concurrency)
 	if c.FetchWait <= 0 {
 		c.FetchWait = DefaultFetchWait
 	}
@@ -156,3 +162,7 @@ func (c Config) backoff(delivered uint64) time.Duration {
 	i := int(min(max(delivered, 1)-1, uint64(len(c.Backoff)-1)))
 	return c.Backoff[i]
 }
+
+// pullExpiry is how long each pull request of the message iterator lasts: FetchWait, but at
+// least the second nats.go requires. Missed server heartbeats are noticed within it.
+func (c Config) pullExpiry() time.Duration { return max(c.FetchWait, time.Second) }

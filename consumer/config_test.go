@@ -25,14 +25,16 @@ func TestWithDefaults(t *testing.T) {
 				t.Errorf("defaults = %+v", c)
 			}
 		}},
-		{"small pool", Config{Concurrency: 2}, func(t *testing.T, c Config) {
-			if c.FetchBatch != 2 || c.MaxAckPending != 2 {
-				t.Errorf("FetchBatch %d MaxAckPending %d, want 2 2", c.FetchBatch, c.MaxAckPending)
+		{"small pool", Config{Concurrency: 1}, func(t *testing.T, c Config) {
+			// A pull stays open ahead of the one worker; MaxAckPending 1 keeps the
+			// server from delivering a second message before the first is acked.
+			if c.FetchBatch != 4 || c.MaxAckPending != 1 {
+				t.Errorf("FetchBatch %d MaxAckPending %d, want 4 1", c.FetchBatch, c.MaxAckPending)
 			}
 		}},
-		{"batch capped by pool", Config{Concurrency: 3, FetchBatch: 10}, func(t *testing.T, c Config) {
-			if c.FetchBatch != 3 {
-				t.Errorf("FetchBatch %d, want 3", c.FetchBatch)
+		{"batch kept", Config{Concurrency: 3, FetchBatch: 10}, func(t *testing.T, c Config) {
+			if c.FetchBatch != 10 {
+				t.Errorf("FetchBatch %d, want 10", c.FetchBatch)
 			}
 		}},
 		{"set fields kept", Config{Durable: "x", AckWait: time.Second, Heartbeat: 100 * time.Millisecond, MaxAckPending: 24}, func(t *testing.T, c Config) {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
@@ -135,146 +136,108 @@ func (c *Consumer) openStreams(ctx context.Context) (streamSet, error) {
 	return streamSet{commands: cmd, events: evt}, nil
 }
 
-// fetchLoop keeps a pull request outstanding for every free worker while ctx is live. It
-// waits for a free worker slot, reserves it and any other free ones (up to FetchBatch), sends
-// one pull for that many messages, hands the pull to a goroutine ([Consumer.deliver]) and at
-// once goes back to waiting for the next free slot, so one pull waiting FetchWait for
-// messages never delays the next. A pull never asks for more messages than it reserved
-// slots, so no delivered message waits unattended. A worker frees its slot as soon as its
-// handler returned, before the message is acked (the server's MaxAckPending still bounds the
-// unacknowledged messages), so on a busy stream the next message is already requested while
-// the previous ack is in flight: one round trip per message instead of two.
+// fetchLoop keeps up to FetchBatch messages requested ahead of the workers, on one long-lived
+// pull subscription (nats.go's message iterator, which renews its pull requests, watches the
+// server's heartbeats and pulls again after a reconnect), and hands each message to a worker
+// as soon as one is free. The next message is requested before the previous one is acked, so
+// the ack that frees a place under MaxAckPending finds a pull waiting and the server sends the
+// next message at once: one round trip per message.
 //
-// A failed pull marks the consumer not ready and delays the next pull by a backoff. When ctx
-// is done fetchLoop stops pulling, marks the consumer not ready and returns once every pull
-// request it sent has ended (at most FetchWait later) and every message delivered has a
-// worker or was nak'ed; workers may still be running.
+// A message is taken from the iterator only for a free worker, and workers free their slot
+// as soon as their handler returned. With MaxAckPending at most Concurrency (the default) a
+// delivered message therefore always finds a free worker: every busy worker holds an
+// unacknowledged message. With MaxAckPending above Concurrency (replicas sharing the durable)
+// up to FetchBatch messages may wait in the iterator for a worker of this replica, without
+// heartbeats; see [Config.FetchBatch].
+//
+// A failed iterator marks the consumer not ready and is replaced after a backoff. When ctx is
+// done fetchLoop stops pulling, marks the consumer not ready, naks every message the iterator
+// still delivers (immediate redelivery elsewhere) and returns; workers may still be running.
 func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, workers *sync.WaitGroup) {
 	slots := make(chan struct{}, c.cfg.Concurrency)
-	release := func(n int) {
-		for range n {
-			<-slots
-		}
-	}
-	// ended receives each pull's outcome once it ended. The loop reads it whenever it waits
-	// for a slot; deliver gives up sending once ctx is done, when the loop no longer reads.
-	ended := make(chan error, c.cfg.Concurrency)
-	var pulls sync.WaitGroup
-	defer pulls.Wait()
-	defer c.ready.Store(false) // runs before pulls.Wait: not ready from the drain on
+	defer c.ready.Store(false)
 	failures := 0
-	for {
-		if ctx.Err() != nil { // select below picks at random when a slot is free too
+	for ctx.Err() == nil {
+		it, err := cons.Messages(
+			jetstream.PullMaxMessages(c.cfg.FetchBatch),
+			jetstream.PullExpiry(c.cfg.pullExpiry()),
+			jetstream.WithMessagesErrOnMissingHeartbeat(true),
+		)
+		if err == nil {
+			c.ready.Store(true)
+			err = c.dispatch(ctx, it, slots, workers, &failures)
+		}
+		if ctx.Err() != nil {
 			return
 		}
-		// Wait for one free worker (or a pull's outcome), then take up to FetchBatch.
-		select {
-		case err := <-ended:
-			c.pullsEnded(ctx, pending(ended, err), &failures)
-			continue
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		n := 1
-	fill:
-		for n < c.cfg.FetchBatch {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break fill
-			}
-		}
-		// A failed pull reports before it frees its slots: account for it (and back off)
-		// before pulling again with them.
-		if c.pullsEnded(ctx, pending(ended), &failures) {
-			release(n)
-			continue
-		}
-
-		// The pull is not tied to ctx: cancelling a pending pull request client-side would
-		// leave the server delivering into a closed inbox, and those messages would wait
-		// AckWait for redelivery. It ends by itself after FetchWait.
-		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(c.cfg.FetchWait))
-		if err != nil {
-			release(n)
-			c.pullsEnded(ctx, []error{err}, &failures)
-			continue
-		}
-		c.ready.Store(ctx.Err() == nil)
-		pulls.Add(1)
-		go func() {
-			defer pulls.Done()
-			c.deliver(ctx, batch, n, release, workers, ended)
-		}()
+		failures++
+		c.fetchFailed(ctx, err, failures)
 	}
 }
 
-// deliver serves one pull that reserved n worker slots: it starts a worker per message (or,
-// once ctx is done, naks the message for immediate redelivery and frees its slot), then
-// reports the pull's outcome on ended (its error, or nil; nil too for an error after ctx is
-// done) and only then frees the slots no message used. Each worker frees its slot once its
-// handler returned and is counted in workers until its message is settled.
-func (c *Consumer) deliver(ctx context.Context, batch jetstream.MessageBatch, n int, release func(int), workers *sync.WaitGroup, ended chan<- error) {
-	got := 0
-	for msg := range batch.Messages() {
-		got++
+// dispatch takes messages from it for free workers until ctx is done or the iterator ends.
+// It returns nil once ctx is done and the iterator is drained (every message it delivered
+// has a worker or was nak'ed), or the error that ended the iterator. An error the iterator
+// survives (missed heartbeats while the server is away) marks the consumer not ready and
+// waits a backoff; the next message or idle wait marks it ready again.
+func (c *Consumer) dispatch(ctx context.Context, it jetstream.MessagesContext, slots chan struct{}, workers *sync.WaitGroup, failures *int) error {
+	stop := context.AfterFunc(ctx, it.Drain)
+	defer stop()
+	defer it.Stop()
+	for {
+		// Wait for a free worker; once draining, take what the iterator still holds without
+		// one, to nak it.
+		held := false
+		if ctx.Err() == nil {
+			select {
+			case slots <- struct{}{}:
+				held = true
+			case <-ctx.Done():
+			}
+		}
+		release := func() {
+			if held {
+				<-slots
+			}
+		}
+		msg, err := it.Next(jetstream.NextMaxWait(c.cfg.FetchWait))
+		switch {
+		case err == nil:
+		case errors.Is(err, nats.ErrTimeout): // idle and healthy
+			release()
+			*failures = 0
+			c.ready.Store(ctx.Err() == nil)
+			continue
+		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
+			release()
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		default:
+			release()
+			if ctx.Err() != nil {
+				continue // the drain ends the iterator
+			}
+			*failures++
+			c.fetchFailed(ctx, err, *failures)
+			continue
+		}
+		*failures = 0
+		c.ready.Store(ctx.Err() == nil)
 		if ctx.Err() != nil {
 			c.nakForDrain(msg)
-			release(1)
+			release()
 			continue
 		}
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			free := sync.OnceFunc(func() { release(1) })
-			defer free()
-			c.process(ctx, msg, free)
+			handled := sync.OnceFunc(release)
+			defer handled()
+			c.process(ctx, msg, handled)
 		}()
 	}
-	err := batch.Error()
-	if ctx.Err() != nil {
-		err = nil
-	}
-	select {
-	case ended <- err:
-	case <-ctx.Done(): // fetchLoop no longer reads outcomes
-	}
-	release(n - got)
-}
-
-// pending returns the outcomes in first followed by every outcome already waiting on ended.
-func pending(ended <-chan error, first ...error) []error {
-	for {
-		select {
-		case err := <-ended:
-			first = append(first, err)
-		default:
-			return first
-		}
-	}
-}
-
-// pullsEnded accounts for the outcomes of ended pulls and reports whether any failed. A
-// failure counts towards the backoff, marks the consumer not ready and waits the backoff
-// (see fetchFailed); a success resets the count unless a failure is among the outcomes.
-func (c *Consumer) pullsEnded(ctx context.Context, outcomes []error, failures *int) (failed bool) {
-	var last error
-	for _, err := range outcomes {
-		switch {
-		case err != nil:
-			*failures++
-			last = err
-		case last == nil:
-			*failures = 0
-		}
-	}
-	if last == nil {
-		return false
-	}
-	c.fetchFailed(ctx, last, *failures)
-	return true
 }
 
 // fetchFailed logs a failed pull, marks the consumer not ready and waits a backoff (up to

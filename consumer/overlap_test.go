@@ -13,88 +13,118 @@ import (
 	"github.com/proxbus/proxbus/events"
 )
 
-// The tests in this file drive fetchLoop with a fake jetstream.Consumer whose pull requests
-// stay open until the test ends them, and fake messages whose DoubleAck the test holds, so
-// they can observe what the loop asks for and when, without timing assertions.
+// The tests in this file drive fetchLoop with a fake jetstream.Consumer whose message
+// iterators deliver what the test hands them, and fake messages whose DoubleAck the test
+// holds, so they can observe what the loop takes and when, without timing assertions.
 
-// errFakePull is the error a fake pull ends with in tests of failing fetches.
-var errFakePull = errors.New("fake pull failed")
+// errFakeIterator is the error a fake iterator fails with in tests of failing pulls.
+var errFakeIterator = errors.New("fake iterator failed")
 
-// fakePull is one pull request sent to a fakeConsumer. The test delivers messages with
-// deliver and ends the pull with end.
-type fakePull struct {
-	n     int
-	msgs  chan jetstream.Msg
-	err   error
-	once  sync.Once
-	ended chan struct{} // closed by end
+// fakeIter is one message iterator opened on a fakeConsumer. The test delivers messages
+// with deliver and errors with fail; Stop and Drain close it (Next then returns what is
+// still buffered, then ErrMsgIteratorClosed).
+type fakeIter struct {
+	jetstream.MessagesContext
+	msgs   chan jetstream.Msg
+	errs   chan error
+	closed chan struct{}
+	once   sync.Once
+
+	mu    sync.Mutex
+	taken int // messages returned by Next
 }
 
-func (p *fakePull) Messages() <-chan jetstream.Msg { return p.msgs }
-
-// Error is read by the loop only after msgs is closed, which orders it after end's write.
-func (p *fakePull) Error() error { return p.err }
-
-func (p *fakePull) deliver(t *testing.T, m jetstream.Msg) {
-	t.Helper()
+func (it *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
 	select {
-	case p.msgs <- m:
-	default:
-		t.Fatalf("pull for %d messages is full", p.n)
+	case m := <-it.msgs:
+		return it.take(m), nil
+	case err := <-it.errs:
+		return nil, err
+	case <-it.closed:
+		select {
+		case m := <-it.msgs:
+			return it.take(m), nil
+		default:
+			return nil, jetstream.ErrMsgIteratorClosed
+		}
 	}
 }
 
-// end ends the pull with err (nil for a clean expiry); later calls do nothing.
-func (p *fakePull) end(err error) {
-	p.once.Do(func() {
-		p.err = err
-		close(p.msgs)
-		close(p.ended)
-	})
+func (it *fakeIter) take(m jetstream.Msg) jetstream.Msg {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.taken++
+	return m
 }
 
-// fakeConsumer is a jetstream.Consumer whose Fetch returns a fakePull that stays open until
-// the test ends it; every pull is also sent on pulls. Only Fetch is implemented.
+func (it *fakeIter) Stop()  { it.once.Do(func() { close(it.closed) }) }
+func (it *fakeIter) Drain() { it.Stop() }
+
+// deliver hands m to the iterator, as the server delivering on an open pull request does.
+func (it *fakeIter) deliver(t *testing.T, m jetstream.Msg) {
+	t.Helper()
+	select {
+	case it.msgs <- m:
+	default:
+		t.Fatal("fake iterator is full")
+	}
+}
+
+// fail makes the iterator's next Next return err (the iterator stays open).
+func (it *fakeIter) fail(err error) { it.errs <- err }
+
+// takenCount returns how many messages Next returned so far.
+func (it *fakeIter) takenCount() int {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.taken
+}
+
+// fakeConsumer is a jetstream.Consumer whose Messages returns a fakeIter; every iterator is
+// also sent on iters. Only Messages is implemented.
 type fakeConsumer struct {
 	jetstream.Consumer
-	pulls chan *fakePull
-
-	mu  sync.Mutex
-	all []*fakePull
+	iters chan *fakeIter
+	// failOpen, when set, is returned by the next Messages call (once).
+	mu       sync.Mutex
+	failOpen error
+	all      []*fakeIter
 }
 
-// newFakeConsumer returns a fakeConsumer whose pulls channel buffers buffer pulls; with 0,
-// Fetch blocks until the test takes the pull with next.
-func newFakeConsumer(buffer int) *fakeConsumer {
-	return &fakeConsumer{pulls: make(chan *fakePull, buffer)}
+func newFakeConsumer() *fakeConsumer {
+	return &fakeConsumer{iters: make(chan *fakeIter, 100)}
 }
 
-func (f *fakeConsumer) Fetch(n int, _ ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
-	p := &fakePull{n: n, msgs: make(chan jetstream.Msg, n), ended: make(chan struct{})}
-	f.mu.Lock()
-	f.all = append(f.all, p)
-	f.mu.Unlock()
-	f.pulls <- p
-	return p, nil
-}
-
-// endAll ends every pull sent so far.
-func (f *fakeConsumer) endAll() {
+func (f *fakeConsumer) Messages(...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	for _, p := range f.all {
-		p.end(nil)
+	if err := f.failOpen; err != nil {
+		f.failOpen = nil
+		return nil, err
+	}
+	it := &fakeIter{msgs: make(chan jetstream.Msg, 100), errs: make(chan error, 10), closed: make(chan struct{})}
+	f.all = append(f.all, it)
+	f.iters <- it
+	return it, nil
+}
+
+// closeAll stops every iterator opened so far.
+func (f *fakeConsumer) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, it := range f.all {
+		it.Stop()
 	}
 }
 
-// next returns the next pull the loop sent, failing the test if none comes.
-func (f *fakeConsumer) next(t *testing.T, what string) *fakePull {
+// next returns the next iterator the loop opened, failing the test if none comes.
+func (f *fakeConsumer) next(t *testing.T, what string) *fakeIter {
 	t.Helper()
 	select {
-	case p := <-f.pulls:
-		return p
+	case it := <-f.iters:
+		return it
 	case <-time.After(10 * time.Second):
-		t.Fatalf("no pull sent: %s", what)
+		t.Fatalf("no iterator opened: %s", what)
 		return nil
 	}
 }
@@ -108,6 +138,7 @@ type fakeMsg struct {
 	gate    chan struct{}
 	ackErr  error
 	acking  chan struct{} // closed when DoubleAck is called
+	onAck   func()        // when set, called as DoubleAck begins
 	acked   chan struct{} // closed when DoubleAck returns
 	nakked  chan struct{} // closed when Nak is called
 	ackOnce sync.Once
@@ -134,6 +165,9 @@ func (m *fakeMsg) Term() error                        { return nil }
 func (m *fakeMsg) TermWithReason(string) error        { return nil }
 func (m *fakeMsg) Ack() error                         { return m.DoubleAck(context.Background()) }
 func (m *fakeMsg) DoubleAck(ctx context.Context) error {
+	if m.onAck != nil {
+		m.onAck()
+	}
 	close(m.acking)
 	if m.gate != nil {
 		select {
@@ -163,7 +197,6 @@ type loop struct {
 func startLoop(t *testing.T, fake *fakeConsumer, mutate func(*Config), h Handler) *loop {
 	t.Helper()
 	cfg := testConfig()
-	cfg.FetchWait = time.Hour // pulls end only when the test ends them
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -182,15 +215,8 @@ func startLoop(t *testing.T, fake *fakeConsumer, mutate func(*Config), h Handler
 	}()
 	t.Cleanup(func() {
 		cancel()
-		fake.endAll()
-		for { // end pulls sent meanwhile too, and unblock a Fetch waiting for next
-			select {
-			case p := <-fake.pulls:
-				p.end(nil)
-			case <-l.drained:
-				return
-			}
-		}
+		wait(t, l.drained, "drain complete")
+		fake.closeAll()
 	})
 	return l
 }
@@ -215,106 +241,65 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-// TestPullOutstandingForEveryFreeSlot: while one pull is still open, the loop sends further
-// pulls until every free worker slot has one (each asking for at most FetchBatch), instead
-// of waiting for the first pull to end.
-func TestPullOutstandingForEveryFreeSlot(t *testing.T) {
+// TestMessagesTakenOnlyForFreeWorkers: with Concurrency 2 and both handlers blocked, a third
+// delivered message stays in the iterator; it is taken, and handled, once a handler returned.
+func TestMessagesTakenOnlyForFreeWorkers(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name        string
-		concurrency int
-		batch       int
-		want        []int // sizes of the pulls open at once
-	}{
-		{"one slot each", 2, 1, []int{1, 1}},
-		{"two batches of two", 4, 2, []int{2, 2}},
-		{"remainder", 3, 2, []int{2, 1}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			fake := newFakeConsumer(1000)
-			startLoop(t, fake, func(c *Config) { c.Concurrency, c.FetchBatch = tt.concurrency, tt.batch }, &recorder{})
-			for i, want := range tt.want {
-				// No pull has ended: the old loop never sent the second one.
-				if p := fake.next(t, "a pull for every free slot"); p.n != want {
-					t.Errorf("pull %d asks for %d messages, want %d", i, p.n, want)
-				}
-			}
-		})
-	}
-}
-
-// TestFreedSlotIsPulledWhileOtherPullsWait: with Concurrency 3 and FetchBatch 2, message A
-// blocks its handler and its pull of 2 stays open waiting for a second message; B comes on
-// the pull of 1 for the third slot. As soon as B's handler returned, its slot gets a pull
-// of its own, and C is handled through it, while A still blocks and A's pull is still open.
-func TestFreedSlotIsPulledWhileOtherPullsWait(t *testing.T) {
-	t.Parallel()
-	fake := newFakeConsumer(1000)
-	releaseA := make(chan struct{})
-	handled := make(chan string, 10)
+	fake := newFakeConsumer()
+	gate := map[string]chan struct{}{"A": make(chan struct{}), "B": make(chan struct{})}
+	started := make(chan string, 10)
 	h := HandlerFunc(func(ctx context.Context, cmd events.Command, at Attempt) Disposition {
-		handled <- cmd.ID
-		if cmd.ID == "A" {
-			<-releaseA
+		started <- cmd.ID
+		if g, ok := gate[cmd.ID]; ok {
+			<-g
 		}
 		return Disposition{Action: Ack}
 	})
-	startLoop(t, fake, func(c *Config) { c.Concurrency, c.FetchBatch = 3, 2 }, h)
-	t.Cleanup(func() { close(releaseA) })
-
-	p1, p2 := fake.next(t, "first pull"), fake.next(t, "second pull")
-	if p1.n != 2 || p2.n != 1 {
-		t.Fatalf("pulls ask for %d and %d, want 2 and 1", p1.n, p2.n)
+	startLoop(t, fake, func(c *Config) { c.Concurrency = 2 }, h)
+	it := fake.next(t, "iterator")
+	s := testConfig().Subjects
+	msgs := []*fakeMsg{newFakeMsg(s, "A", 1, nil), newFakeMsg(s, "B", 2, nil), newFakeMsg(s, "C", 3, nil)}
+	for _, m := range msgs {
+		it.deliver(t, m)
 	}
-	a := newFakeMsg(testConfig().Subjects, "A", 1, nil)
-	p1.deliver(t, a)
-	if got := <-handled; got != "A" {
-		t.Fatalf("handled %s, want A", got)
+	for range 2 {
+		<-started
 	}
-	b := newFakeMsg(testConfig().Subjects, "B", 2, nil)
-	p2.deliver(t, b)
-	p2.end(nil) // a pull ends once it got all it asked for
-	if got := <-handled; got != "B" {
-		t.Fatalf("handled %s, want B", got)
+	// Both workers block: the loop waits for a free one before it takes C. (Were it to take
+	// C now, C could only wait, unattended, for a worker.)
+	if n := it.takenCount(); n != 2 {
+		t.Fatalf("%d messages taken while both workers block, want 2", n)
 	}
-	wait(t, b.acked, "B acked")
-	// p1 still waits for its second message (a real pull does until FetchWait); the slot B
-	// freed has a pull of its own all the same.
-	p3 := fake.next(t, "a pull for B's freed slot while A blocks")
-	if p3.n != 1 {
-		t.Errorf("pull for the freed slot asks for %d, want 1", p3.n)
+	close(gate["B"])
+	wait(t, msgs[1].acked, "B acked")
+	if got := <-started; got != "C" {
+		t.Fatalf("started %s, want C", got)
 	}
-	p3.deliver(t, newFakeMsg(testConfig().Subjects, "C", 3, nil))
-	if got := <-handled; got != "C" {
-		t.Fatalf("handled %s, want C", got)
-	}
-	if isClosed(p1.ended) {
-		t.Error("A's pull was ended")
-	}
-	if isClosed(a.acking) {
+	wait(t, msgs[2].acked, "C acked")
+	if isClosed(msgs[0].acking) {
 		t.Error("A was settled while its handler still blocks")
 	}
+	close(gate["A"])
+	wait(t, msgs[0].acked, "A acked")
 }
 
-// TestSlotFreedBeforeAck: with Concurrency 1, the next pull is sent and its message handled
-// while the previous message's DoubleAck is still in flight.
+// TestSlotFreedBeforeAck: with Concurrency 1, the next message is taken and handled while
+// the previous message's DoubleAck is still in flight.
 func TestSlotFreedBeforeAck(t *testing.T) {
 	t.Parallel()
-	fake := newFakeConsumer(1000)
+	fake := newFakeConsumer()
 	rec := &recorder{}
 	l := startLoop(t, fake, func(c *Config) { c.Concurrency = 1 }, rec)
 	gate := make(chan struct{})
 	t.Cleanup(func() { close(gate) })
 
 	s := testConfig().Subjects
+	it := fake.next(t, "iterator")
 	a := newFakeMsg(s, "A", 1, gate)
-	fake.next(t, "first pull").deliver(t, a)
+	it.deliver(t, a)
 	wait(t, a.acking, "A's ack started")
-	p2 := fake.next(t, "a pull while A's ack is in flight")
 	b := newFakeMsg(s, "B", 2, nil)
-	p2.deliver(t, b)
+	it.deliver(t, b)
 	wait(t, b.acked, "B handled and acked")
 	if isClosed(a.acked) {
 		t.Fatal("A's ack returned before the gate opened")
@@ -327,24 +312,27 @@ func TestSlotFreedBeforeAck(t *testing.T) {
 	}
 }
 
-// TestDrainWaitsForInFlightAck: after cancellation the loop stops pulling and returns once its
-// pulls ended, but the drain is complete only when an ack that was in flight returned.
+// TestDrainWaitsForInFlightAck: after cancellation the loop stops taking messages and returns
+// once the iterator is drained, but the drain is complete only when an ack that was in
+// flight returned.
 func TestDrainWaitsForInFlightAck(t *testing.T) {
 	t.Parallel()
-	fake := newFakeConsumer(1000)
+	fake := newFakeConsumer()
 	l := startLoop(t, fake, func(c *Config) { c.Concurrency = 1 }, &recorder{})
 	gate := make(chan struct{})
 
+	it := fake.next(t, "iterator")
 	a := newFakeMsg(testConfig().Subjects, "A", 1, gate)
-	fake.next(t, "first pull").deliver(t, a)
+	it.deliver(t, a)
 	wait(t, a.acking, "A's ack started")
-	fake.next(t, "pull for the freed slot")
 
 	l.cancel()
-	fake.endAll()
 	wait(t, l.fetched, "fetch loop returned")
 	if l.c.Ready() {
 		t.Error("ready after the drain began")
+	}
+	if !isClosed(it.closed) {
+		t.Error("iterator not drained")
 	}
 	if isClosed(l.drained) {
 		t.Fatal("drain complete while A's ack is in flight")
@@ -356,82 +344,90 @@ func TestDrainWaitsForInFlightAck(t *testing.T) {
 	}
 }
 
-// TestMessagesAfterCancelAreNaked: a message that an open pull delivers after cancellation
-// is nak'ed for immediate redelivery, never handled, and the consumer is not ready from the
-// moment of cancellation, while that pull is still open.
+// TestMessagesAfterCancelAreNaked: messages the iterator still holds when the drain begins
+// are nak'ed for immediate redelivery, never handled, even while every worker is busy, and
+// the consumer is not ready from the moment of cancellation.
 func TestMessagesAfterCancelAreNaked(t *testing.T) {
 	t.Parallel()
-	fake := newFakeConsumer(1000)
+	fake := newFakeConsumer()
+	gate := make(chan struct{})
 	rec := &recorder{}
-	l := startLoop(t, fake, func(c *Config) { c.Concurrency, c.FetchBatch = 2, 1 }, rec)
-	p1, p2 := fake.next(t, "first pull"), fake.next(t, "second pull")
+	h := HandlerFunc(func(ctx context.Context, cmd events.Command, at Attempt) Disposition {
+		rec.Handle(ctx, cmd, at)
+		<-gate
+		return Disposition{Action: Ack}
+	})
+	l := startLoop(t, fake, func(c *Config) { c.Concurrency = 1 }, h)
+	it := fake.next(t, "iterator")
+	s := testConfig().Subjects
+	busy := newFakeMsg(s, "busy", 1, nil)
+	it.deliver(t, busy)
+	eventually(t, 10*time.Second, "busy handled", func() bool { return rec.count() == 1 })
+	late := newFakeMsg(s, "late", 2, nil)
+	it.deliver(t, late) // waits in the iterator: the only worker is busy
 
 	l.cancel()
 	eventually(t, 10*time.Second, "not ready after cancellation", func() bool { return !l.c.Ready() })
-	late := newFakeMsg(testConfig().Subjects, "late", 1, nil)
-	p1.deliver(t, late)
-	wait(t, late.nakked, "late message nak'ed")
-	p1.end(nil)
-	p2.end(nil)
+	wait(t, late.nakked, "late message nak'ed while the worker is still busy")
+	wait(t, l.fetched, "fetch loop returned")
+	close(gate)
 	wait(t, l.drained, "drain complete")
-	if n := rec.count(); n != 0 {
-		t.Errorf("handled %d messages after cancellation, want 0", n)
+	if n := rec.count(); n != 1 {
+		t.Errorf("handled %d messages, want 1 (the late one nak'ed)", n)
 	}
 	if isClosed(late.acking) {
 		t.Error("late message was acked")
 	}
 }
 
-// TestReadyFollowsPulls: Ready turns true with the first pull, false when a pull fails, and
-// true again once the loop pulls again after its backoff.
+// TestReadyFollowsPulls: Ready turns true once the iterator is open, false when it reports
+// an error (missed heartbeats), and true again with the next message; an iterator that ends
+// is replaced after a backoff.
 func TestReadyFollowsPulls(t *testing.T) {
 	t.Parallel()
-	fake := newFakeConsumer(0) // the pull after the failure waits for the test
-	l := startLoop(t, fake, func(c *Config) { c.Concurrency, c.FetchBatch = 2, 1 }, &recorder{})
-	p1 := fake.next(t, "first pull")
-	fake.next(t, "second pull")
-	eventually(t, 10*time.Second, "ready after the first pull", l.c.Ready)
+	fake := newFakeConsumer()
+	rec := &recorder{}
+	l := startLoop(t, fake, func(c *Config) { c.Concurrency = 2 }, rec)
+	it := fake.next(t, "iterator")
+	eventually(t, 10*time.Second, "ready once the iterator is open", l.c.Ready)
 
-	p1.end(errFakePull)
-	eventually(t, 10*time.Second, "not ready after a failed pull", func() bool { return !l.c.Ready() })
-	p3 := fake.next(t, "a pull after the backoff")
-	if p3.n != 1 {
-		t.Errorf("pull after the backoff asks for %d, want 1", p3.n)
-	}
-	eventually(t, 10*time.Second, "ready again", l.c.Ready)
+	it.fail(errFakeIterator)
+	eventually(t, 10*time.Second, "not ready after an error", func() bool { return !l.c.Ready() })
+	it.deliver(t, newFakeMsg(testConfig().Subjects, "A", 1, nil))
+	eventually(t, 10*time.Second, "ready again with a message", l.c.Ready)
+
+	it.Stop() // the iterator ends (consumer deleted, connection closed)
+	eventually(t, 10*time.Second, "not ready without an iterator", func() bool { return !l.c.Ready() })
+	it2 := fake.next(t, "a new iterator after the backoff")
+	eventually(t, 10*time.Second, "ready with the new iterator", l.c.Ready)
+	it2.deliver(t, newFakeMsg(testConfig().Subjects, "B", 2, nil))
+	eventually(t, 10*time.Second, "B handled on the new iterator", func() bool { return rec.count() == 2 })
 }
 
 // ackFailing wraps a real consumer so that the first delivery of every message fails its
 // DoubleAck without reaching the server, as an ack lost on the way would.
 type ackFailing struct {
 	jetstream.Consumer
-	wg sync.WaitGroup // the relaying goroutines; waited for by the test's cleanup
 }
 
-func (a *ackFailing) Fetch(n int, opts ...jetstream.FetchOpt) (jetstream.MessageBatch, error) {
-	b, err := a.Consumer.Fetch(n, opts...)
+func (a *ackFailing) Messages(opts ...jetstream.PullMessagesOpt) (jetstream.MessagesContext, error) {
+	it, err := a.Consumer.Messages(opts...)
 	if err != nil {
 		return nil, err
 	}
-	out := &relayedBatch{src: b, msgs: make(chan jetstream.Msg, n)}
-	a.wg.Add(1)
-	go func() {
-		defer a.wg.Done()
-		defer close(out.msgs)
-		for m := range b.Messages() {
-			out.msgs <- failFirstAck{m}
-		}
-	}()
-	return out, nil
+	return failingIter{it}, nil
 }
 
-type relayedBatch struct {
-	src  jetstream.MessageBatch
-	msgs chan jetstream.Msg
-}
+// failingIter hands out every message wrapped in failFirstAck.
+type failingIter struct{ jetstream.MessagesContext }
 
-func (r *relayedBatch) Messages() <-chan jetstream.Msg { return r.msgs }
-func (r *relayedBatch) Error() error                   { return r.src.Error() }
+func (it failingIter) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
+	m, err := it.MessagesContext.Next(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return failFirstAck{m}, nil
+}
 
 // errLostAck is the DoubleAck error of a first delivery through ackFailing.
 var errLostAck = errors.New("ack lost")
@@ -480,7 +476,6 @@ func TestAckFailureIsRedelivered(t *testing.T) {
 	t.Cleanup(func() {
 		cancel()
 		<-done
-		wrapped.wg.Wait()
 	})
 
 	e.publish(t, binaryCommand(e.s, "vm.start", "lost", `{}`))

@@ -120,16 +120,21 @@ func (c *Consumer) handle(ctx context.Context, cmd events.Command, at Attempt) (
 
 // apply carries out a handler's disposition.
 func (c *Consumer) apply(ctx context.Context, msg jetstream.Msg, o original, cmd events.Command, at Attempt, d Disposition) {
-	log := c.log.With("command_id", cmd.ID, "verb", cmd.Verb, "stream_seq", o.StreamSeq, "delivered", at.Delivered)
+	// The logger is built only where something is logged: the ack of every command is the
+	// hot path.
+	logger := func() *slog.Logger {
+		return c.log.With("command_id", cmd.ID, "verb", cmd.Verb, "stream_seq", o.StreamSeq, "delivered", at.Delivered)
+	}
 	switch d.Action {
 	case Ack:
 		actx, cancel := context.WithTimeout(ctx, opTimeout)
 		defer cancel()
 		if err := msg.DoubleAck(actx); err != nil {
 			// The handler already published the result; a redelivery replays it.
-			log.Warn("ack failed; the command will be redelivered", "err", err)
+			logger().Warn("ack failed; the command will be redelivered", "err", err)
 		}
 	case Retry:
+		log := logger()
 		delay := d.Delay
 		if delay <= 0 {
 			delay = c.cfg.backoff(at.Delivered)
@@ -151,6 +156,7 @@ func (c *Consumer) apply(ctx context.Context, msg jetstream.Msg, o original, cmd
 		}
 		c.deadLetterAndTerm(ctx, msg, o, cmd.Verb, reason, "", at)
 	default:
+		log := logger()
 		log.Error("unknown disposition; retrying", "action", int(d.Action))
 		if err := msg.NakWithDelay(c.cfg.backoff(at.Delivered)); err != nil {
 			log.Warn("nak failed", "err", err)

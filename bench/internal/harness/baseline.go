@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -45,50 +46,39 @@ return 0`)
 )
 
 // fetchLoop is the minimal JetStream worker pool both the raw loop and the baseline use, the
-// same shape as proxbus's: wait for a free worker, fetch up to min(concurrency, 4) messages
-// (never more than there are free workers), one goroutine per message. It returns when ctx is
-// done and every worker has finished.
+// same shape as proxbus's consumer: one message iterator keeping up to 4 messages requested
+// ahead, a message taken only for a free worker, one goroutine per message. It returns when
+// ctx is done and every worker has finished.
 func fetchLoop(ctx context.Context, cons jetstream.Consumer, concurrency int, work func(jetstream.Msg)) {
-	batch := min(concurrency, 4)
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for ctx.Err() == nil {
+	it, err := cons.Messages(jetstream.PullMaxMessages(4))
+	if err != nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
-		n := 1
-	fill:
-		for n < batch {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break fill
-			}
-		}
-		msgs, err := cons.Fetch(n, jetstream.FetchMaxWait(time.Second))
+		m, err := it.Next()
 		if err != nil {
-			for range n {
-				<-slots
+			<-slots
+			if errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return
 			}
 			continue
 		}
-		got := 0
-		for m := range msgs.Messages() {
-			got++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				defer func() { <-slots }()
-				work(m)
-			}()
-		}
-		for range n - got {
-			<-slots
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			work(m)
+		}()
 	}
 }
 
