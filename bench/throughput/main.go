@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ func main() {
 	short := flag.Bool("short", false, "CI smoke run: 20 commands, one round, c=8")
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the whole run")
 	memprofile := flag.String("memprofile", "", "write an allocation profile at the end")
+	traceFile := flag.String("trace", "", "write an execution trace of the whole run (go tool trace)")
 	flag.Parse()
 	if *short {
 		*n, *rounds, *cs = 20, 1, "8"
@@ -50,6 +52,16 @@ func main() {
 			log.Fatal(err)
 		}
 		defer pprof.StopCPUProfile()
+	}
+	if *traceFile != "" {
+		f, err := os.Create(*traceFile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			log.Fatal(err)
+		}
+		defer trace.Stop()
 	}
 	if err := run(*n, *rounds, *cs, *only); err != nil {
 		log.Fatal(err)
