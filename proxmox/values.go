@@ -141,8 +141,8 @@ func (n memberNames) read(dec *jsontext.Decoder) (string, error) {
 	if name, ok := n[string(raw)]; ok { // no allocation: the conversion is only a lookup
 		return name, nil
 	}
-	var name string // once per distinct name: encoding/json's unquoting, as everywhere else
-	if err := json.Unmarshal(raw, &name); err != nil {
+	name, _, err := flatValue(raw) // the member name is a JSON string
+	if err != nil {
 		return "", err
 	}
 	n[string(raw)] = name
