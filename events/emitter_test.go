@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 )
 
@@ -298,5 +300,30 @@ func TestModeString(t *testing.T) {
 	}
 	if OriginOf(Command{ID: "i", Source: "s", Verb: "v", TraceParent: "t"}) != (Origin{"i", "s", "v", "t"}) {
 		t.Error("OriginOf does not copy the command's identity")
+	}
+}
+
+// TestEventBodyIsWhatEncodingJSONWrites: an emitted event's body is byte for byte what
+// json.Marshal writes for the SDK event (marshalEvent skips json.Marshal's second pass), also
+// for text encoding/json escapes (<, >, &, U+2028) and non-ASCII text.
+func TestEventBodyIsWhatEncodingJSONWrites(t *testing.T) {
+	t.Parallel()
+	em := NewEmitter(NewSubjects("proxbus"), "test")
+	o := Origin{ID: "c1", Source: "/test", Verb: "vm.start", TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	msg, err := em.StepEvent(o, Step{CommandID: "c1", CommandSource: "/test", Verb: "vm.start", Seq: 1,
+		Step: "start_vm", Status: StepError, Detail: `<b>&"quoted"` + "\u2028 ünïcødé \x7f", At: time.Unix(1700000000, 5).UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev event.Event
+	if err := json.Unmarshal(msg.Data, &ev); err != nil {
+		t.Fatalf("body is not an event: %v", err)
+	}
+	want, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(msg.Data, want) {
+		t.Errorf("body\n%s\nwant\n%s", msg.Data, want)
 	}
 }

@@ -149,7 +149,9 @@ func marshalEvent(ev event.Event) ([]byte, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	body, err := json.Marshal(ev)
+	// The SDK's MarshalJSON writes compact, HTML-escaped JSON already; json.Marshal(ev)
+	// would only validate and compact it a second time.
+	body, err := ev.MarshalJSON()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
