@@ -38,19 +38,29 @@ type Observation struct {
 }
 
 // PublishHook watches every message a [Publisher] stores. Published is called after the
-// stream acknowledged m; duplicate is true when the stream already held a message with its
-// Nats-Msg-Id (a replay). It must be fast, safe for concurrent use and must not modify m.
+// stream acknowledged the message. It must be fast, safe for concurrent use and must not
+// modify the message.
 type PublishHook interface {
-	Published(ctx context.Context, m *nats.Msg, duplicate bool)
+	Published(ctx context.Context, p Publication)
+}
+
+// Publication is one message a [Publisher] stored.
+type Publication struct {
+	Msg *nats.Msg
+	// Event is the value Msg was built from (an events.Step, events.Result or
+	// events.JournalRepaired) when the publisher was given it ([Publisher.PublishEvent]), so
+	// a hook need not decode Msg; nil otherwise.
+	Event any
+	// Duplicate is true when the stream already held a message with Msg's Nats-Msg-Id (a
+	// replay).
+	Duplicate bool
 }
 
 // PublishHookFunc adapts a function to [PublishHook].
-type PublishHookFunc func(ctx context.Context, m *nats.Msg, duplicate bool)
+type PublishHookFunc func(ctx context.Context, p Publication)
 
 // Published calls f.
-func (f PublishHookFunc) Published(ctx context.Context, m *nats.Msg, duplicate bool) {
-	f(ctx, m, duplicate)
-}
+func (f PublishHookFunc) Published(ctx context.Context, p Publication) { f(ctx, p) }
 
 // noopObserver is the Observer of a Config without one.
 type noopObserver struct{}

@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -210,24 +211,32 @@ func (funcObserver) Redelivered(string)          {}
 func (funcObserver) DeadLettered(string, string) {}
 
 // TestPublishHookSeesStoredMessagesAndDuplicates: the hook sees each stored message, with
-// duplicate set for a republish of the same Nats-Msg-Id.
+// duplicate set for a republish of the same Nats-Msg-Id and the event PublishEvent was given.
 func TestPublishHookSeesStoredMessagesAndDuplicates(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
 	var mu sync.Mutex
 	var seen []bool
-	p := NewPublisher(e.js, nil, PublishHookFunc(func(_ context.Context, m *nats.Msg, dup bool) {
+	var published []any
+	p := NewPublisher(e.js, nil, PublishHookFunc(func(_ context.Context, pub Publication) {
 		mu.Lock()
 		defer mu.Unlock()
-		if m.Header.Get("Nats-Msg-Id") == "hook-1" {
-			seen = append(seen, dup)
+		if pub.Msg.Header.Get("Nats-Msg-Id") == "hook-1" {
+			seen = append(seen, pub.Duplicate)
+			published = append(published, pub.Event)
 		}
 	}))
-	for range 2 {
+	for i := range 2 {
 		m := nats.NewMsg(e.s.Result(events.Ref("/test", "hook-1")))
 		m.Header.Set("Nats-Msg-Id", "hook-1")
 		m.Data = []byte(`{}`)
-		if err := p.Publish(ctxT(t), m); err != nil {
+		var err error
+		if i == 0 {
+			err = p.Publish(ctxT(t), m)
+		} else {
+			err = p.PublishEvent(ctxT(t), m, events.Result{CommandID: "hook-1", Status: 200})
+		}
+		if err != nil {
 			t.Fatalf("publish: %v", err)
 		}
 	}
@@ -239,5 +248,9 @@ func TestPublishHookSeesStoredMessagesAndDuplicates(t *testing.T) {
 	defer mu.Unlock()
 	if !slices.Equal(seen, []bool{false, true}) {
 		t.Errorf("hook saw %v, want [false true]", seen)
+	}
+	// Publish hands no event; PublishEvent hands the one it was given.
+	if len(published) != 2 || published[0] != nil || !reflect.DeepEqual(published[1], events.Result{CommandID: "hook-1", Status: 200}) {
+		t.Errorf("hook saw events %v, want [nil, the result]", published)
 	}
 }

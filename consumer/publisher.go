@@ -33,13 +33,24 @@ func NewPublisher(js jetstream.JetStream, hooks ...PublishHook) *Publisher {
 // acknowledged it (a duplicate counts as stored). It returns the JetStream error, wrapped
 // with the subject, when no stream took it (no stream, timeout, ctx done, payload too big).
 func (p *Publisher) Publish(ctx context.Context, m *nats.Msg) error {
-	_, err := p.PublishAck(ctx, m)
+	_, err := p.publish(ctx, m, nil)
+	return err
+}
+
+// PublishEvent is [Publisher.Publish] for a message built from ev (see [Publication.Event]):
+// the hooks receive ev with the message.
+func (p *Publisher) PublishEvent(ctx context.Context, m *nats.Msg, ev any) error {
+	_, err := p.publish(ctx, m, ev)
 	return err
 }
 
 // PublishAck is [Publisher.Publish] returning the stream's acknowledgement (stream name,
 // sequence, and whether the message was a duplicate).
 func (p *Publisher) PublishAck(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	return p.publish(ctx, m, nil)
+}
+
+func (p *Publisher) publish(ctx context.Context, m *nats.Msg, ev any) (*jetstream.PubAck, error) {
 	if m == nil {
 		return nil, fmt.Errorf("publish: nil message")
 	}
@@ -48,7 +59,7 @@ func (p *Publisher) PublishAck(ctx context.Context, m *nats.Msg) (*jetstream.Pub
 		return nil, fmt.Errorf("publish %s: %w", m.Subject, err)
 	}
 	for _, h := range p.hooks {
-		h.Published(ctx, m, ack.Duplicate)
+		h.Published(ctx, Publication{Msg: m, Event: ev, Duplicate: ack.Duplicate})
 	}
 	return ack, nil
 }

@@ -70,15 +70,16 @@ func (r *run) step(ctx context.Context, step string, status events.StepStatus, u
 	r.seq++
 	seq := r.seq
 	r.mu.Unlock()
-	msg, err := r.p.cfg.Emitter.StepEvent(r.origin, events.Step{
-		CommandID: r.cmd.ID, CommandSource: r.cmd.Source, Verb: r.cmd.Verb, Seq: seq,
+	st := events.Step{
+		CommandID: r.origin.ID, CommandSource: r.origin.Source, Verb: r.origin.Verb, Seq: seq,
 		Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), At: r.p.cfg.Now(),
-	})
+	}
+	msg, err := r.p.cfg.Emitter.StepEvent(r.origin, st)
 	if err != nil {
 		r.log.Warn("step not encodable", "err", err)
 		return
 	}
-	if err := r.p.cfg.Publisher.Publish(ctx, msg); err != nil {
+	if err := r.p.cfg.Publisher.PublishEvent(ctx, msg, st); err != nil {
 		r.log.Warn("step not published", "step", step, "err", err)
 	}
 }

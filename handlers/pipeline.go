@@ -15,9 +15,11 @@ import (
 	"github.com/proxbus/proxbus/store"
 )
 
-// Publisher publishes a prepared event and returns once the stream has stored it.
+// Publisher publishes a prepared event and returns once the stream has stored it. ev is the
+// value m was built from (an events.Step, events.Result or events.JournalRepaired), for
+// observers of the publication that would otherwise decode m.
 type Publisher interface {
-	Publish(ctx context.Context, m *nats.Msg) error
+	PublishEvent(ctx context.Context, m *nats.Msg, ev any) error
 }
 
 // EndpointLookup answers the gate's question about a ProxmoxEndpoint (a cache in front of NetBox).

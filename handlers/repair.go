@@ -34,11 +34,10 @@ func (p *Pipeline) repairJournal(ctx context.Context, rep store.Repair, by, trac
 		p.cfg.Logger.Warn("store: repair record not removed", "command_id", rep.Command.ID, "err", err)
 	}
 	origin := events.Origin{ID: rep.Command.ID, Source: rep.Command.Source, Verb: rep.Verb, TraceParent: traceParent}
-	msg, err := p.cfg.Emitter.JournalEvent(origin, events.JournalRepaired{
-		CommandID: rep.Command.ID, JournalEntryURL: rep.JournalURL, RepairedBy: by,
-	})
+	repaired := events.JournalRepaired{CommandID: rep.Command.ID, JournalEntryURL: rep.JournalURL, RepairedBy: by}
+	msg, err := p.cfg.Emitter.JournalEvent(origin, repaired)
 	if err == nil {
-		err = p.cfg.Publisher.Publish(ctx, msg)
+		err = p.cfg.Publisher.PublishEvent(ctx, msg, repaired)
 	}
 	if err != nil {
 		p.cfg.Logger.Warn("journal event not published", "command_id", rep.Command.ID, "err", err)

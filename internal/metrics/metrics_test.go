@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
@@ -53,21 +54,56 @@ func scrape(t *testing.T, m *Metrics) string {
 	return string(b)
 }
 
+// publishVia names the two ways a publication reaches Published: with the typed event the
+// message was built from, or only the message (decoded).
+var publishVia = []struct {
+	name  string
+	typed bool
+}{{"typed", true}, {"decoded", false}}
+
+// publication is what the Publisher hands Published for msg built from ev.
+func publication(msg *nats.Msg, ev any, typed, dup bool) consumer.Publication {
+	p := consumer.Publication{Msg: msg, Duplicate: dup}
+	if typed {
+		p.Event = ev
+	}
+	return p
+}
+
 func TestResultEventsCountCommands(t *testing.T) {
 	t.Parallel()
+	for _, via := range publishVia {
+		t.Run(via.name, func(t *testing.T) {
+			t.Parallel()
+			testResultEventsCountCommands(t, via.typed)
+		})
+	}
+}
+
+func testResultEventsCountCommands(t *testing.T, typed bool) {
 	m, _ := newTestMetrics(t, Options{})
 	em := events.NewEmitter(events.NewSubjects("proxbus"), "test")
 	publish := func(verb, id string, status int, word string, dup bool) {
-		msg, err := em.ResultEvent(events.Origin{ID: id, Source: "/t", Verb: verb}, events.Result{Status: status, Result: word})
+		res := events.Result{CommandID: id, CommandSource: "/t", Verb: verb, Status: status, Result: word}
+		msg, err := em.ResultEvent(events.Origin{ID: id, Source: "/t", Verb: verb}, res)
 		if err != nil {
 			t.Fatalf("result event: %v", err)
 		}
-		m.Published(context.Background(), msg, dup)
+		m.Published(context.Background(), publication(msg, res, typed, dup))
 	}
 	publish("vm.start", "a", 200, "ok", false)
 	publish("vm.start", "a", 200, "ok", true) // a replay: not a second command
 	publish("vm.start", "b", 409, "refused", false)
 	publish("made.up.verb", "c", 400, "refused", false)
+	repaired := events.JournalRepaired{CommandID: "a", JournalEntryURL: "https://netbox.example/api/extras/journal-entries/1/", RepairedBy: "repairer"}
+	jmsg, err := em.JournalEvent(events.Origin{ID: "a", Source: "/t", Verb: "vm.start"}, repaired)
+	if err != nil {
+		t.Fatalf("journal event: %v", err)
+	}
+	m.Published(context.Background(), publication(jmsg, repaired, typed, false))
+	if got := toFloat64(t, m.events.WithLabelValues("repaired", "false")); got != 1 {
+		t.Errorf("repaired events = %v, want 1", got)
+	}
 
 	tests := []struct {
 		verb, result, status string
@@ -92,15 +128,25 @@ func TestResultEventsCountCommands(t *testing.T) {
 
 func TestStepEventsTimeSteps(t *testing.T) {
 	t.Parallel()
+	for _, via := range publishVia {
+		t.Run(via.name, func(t *testing.T) {
+			t.Parallel()
+			testStepEventsTimeSteps(t, via.typed)
+		})
+	}
+}
+
+func testStepEventsTimeSteps(t *testing.T, typed bool) {
 	m, clk := newTestMetrics(t, Options{})
 	em := events.NewEmitter(events.NewSubjects("proxbus"), "test")
 	o := events.Origin{ID: "cmd-1", Source: "/t", Verb: "vm.start"}
 	step := func(seq int, name string, st events.StepStatus, at time.Time) {
-		msg, err := em.StepEvent(o, events.Step{Seq: seq, Step: name, Status: st, At: at})
+		ev := events.Step{CommandID: o.ID, CommandSource: o.Source, Verb: o.Verb, Seq: seq, Step: name, Status: st, At: at}
+		msg, err := em.StepEvent(o, ev)
 		if err != nil {
 			t.Fatalf("step event: %v", err)
 		}
-		m.Published(context.Background(), msg, false)
+		m.Published(context.Background(), publication(msg, ev, typed, false))
 	}
 	t0 := clk.t
 	step(1, "power", events.StepStarted, t0)
@@ -111,11 +157,12 @@ func TestStepEventsTimeSteps(t *testing.T) {
 	if n := m.steps.size(); n != 1 {
 		t.Errorf("%d steps tracked, want 1 (wait)", n)
 	}
-	res, err := em.ResultEvent(o, events.Result{Status: 200, Result: "ok"})
+	result := events.Result{CommandID: o.ID, CommandSource: o.Source, Verb: o.Verb, Status: 200, Result: "ok"}
+	res, err := em.ResultEvent(o, result)
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Published(context.Background(), res, false)
+	m.Published(context.Background(), publication(res, result, typed, false))
 	if n := m.steps.size(); n != 0 {
 		t.Errorf("%d steps tracked after the result, want 0", n)
 	}

@@ -39,12 +39,41 @@ func (m *Metrics) DeadLettered(verb, reason string) {
 	m.deadLetters.WithLabelValues(m.verb(verb), boundedWord(reason)).Inc()
 }
 
-// Published reads a stored event (consumer.PublishHook): a result event counts its command
+// Published counts a stored event (consumer.PublishHook): a result event counts its command
 // by verb, result and status; step events time each step from started to done, error or
-// skipped. A duplicate (replayed) event is counted in events_published_total only. Anything
-// that is not a proxbus event is ignored; a message on a subject that cannot carry a step,
-// result or journal event is ignored before its body is read.
-func (m *Metrics) Published(_ context.Context, msg *nats.Msg, duplicate bool) {
+// skipped. A duplicate (replayed) event is counted in events_published_total only. The event
+// is read from the publication's typed Event when the publisher passed one, else decoded from
+// the message; anything that is not a proxbus event is ignored, and a message on a subject
+// that cannot carry a step, result or journal event is ignored before its body is read.
+func (m *Metrics) Published(_ context.Context, p consumer.Publication) {
+	switch ev := p.Event.(type) {
+	case events.Step:
+		m.count("step", p.Duplicate, func() { m.step(ev) })
+	case events.Result:
+		m.count("result", p.Duplicate, func() { m.result(ev.Verb, ev.Result, ev.Status, ev.CommandSource, ev.CommandID) })
+	case events.JournalRepaired:
+		m.count("repaired", p.Duplicate, nil)
+	default:
+		m.decoded(p.Msg, p.Duplicate)
+	}
+}
+
+// count counts one published event of kind and, unless it is a duplicate, records it.
+func (m *Metrics) count(kind string, duplicate bool, record func()) {
+	m.events.WithLabelValues(kind, strconv.FormatBool(duplicate)).Inc()
+	if !duplicate && record != nil {
+		record()
+	}
+}
+
+// result counts a command's result and forgets its running steps.
+func (m *Metrics) result(verb, result string, status int, source, id string) {
+	m.commands.WithLabelValues(m.verb(verb), boundedWord(result), strconv.Itoa(status)).Inc()
+	m.steps.forget(source, id)
+}
+
+// decoded counts an event published without its typed value, reading it from msg.
+func (m *Metrics) decoded(msg *nats.Msg, duplicate bool) {
 	if msg == nil || !countedSubject(msg.Subject) || msg.Header.Get(events.HeaderContentType) != events.ContentTypeCE {
 		return
 	}
@@ -56,31 +85,23 @@ func (m *Metrics) Published(_ context.Context, msg *nats.Msg, duplicate bool) {
 		return
 	}
 	kind := ev.Type[strings.LastIndex(ev.Type, ".")+1:]
-	switch kind {
-	case "step", "result", "repaired":
-	default:
-		return
-	}
-	m.events.WithLabelValues(kind, strconv.FormatBool(duplicate)).Inc()
-	if duplicate || dataErr != nil {
-		return
-	}
 	d := &ev.Data
 	switch kind {
+	case "repaired":
+		m.count(kind, duplicate, nil)
 	case "result":
-		status, ok := resultStatus(d.Status)
-		if !ok {
-			return
-		}
-		m.commands.WithLabelValues(m.verb(d.Verb), boundedWord(d.Result), strconv.Itoa(status)).Inc()
-		m.steps.forget(d.CommandSource, d.CommandID)
+		m.count(kind, duplicate, func() {
+			if status, ok := resultStatus(d.Status); ok && dataErr == nil {
+				m.result(d.Verb, d.Result, status, d.CommandSource, d.CommandID)
+			}
+		})
 	case "step":
-		status, ok := stepStatus(d.Status)
-		if !ok {
-			return
-		}
-		m.step(events.Step{CommandID: d.CommandID, CommandSource: d.CommandSource, Verb: d.Verb,
-			Step: d.Step, Status: status, At: d.At})
+		m.count(kind, duplicate, func() {
+			if status, ok := stepStatus(d.Status); ok && dataErr == nil {
+				m.step(events.Step{CommandID: d.CommandID, CommandSource: d.CommandSource, Verb: d.Verb,
+					Step: d.Step, Status: status, At: d.At})
+			}
+		})
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 )
 
@@ -40,13 +41,33 @@ func BenchmarkPublished(b *testing.B) {
 	}
 	dlq := &nats.Msg{Subject: subjects.DLQ("storage.pbs.create"), Header: cmd.Header, Data: cmd.Data}
 
+	fill := func(st events.Step) events.Step {
+		st.CommandID, st.CommandSource, st.Verb = o.ID, o.Source, o.Verb
+		return st
+	}
+	typedPair := []consumer.Publication{
+		{Msg: started, Event: fill(events.Step{Seq: 1, Step: "storage", Status: events.StepStarted, At: at})},
+		{Msg: done, Event: fill(events.Step{Seq: 2, Step: "storage", Status: events.StepDone, At: at.Add(time.Second)})},
+	}
+	typedResult := []consumer.Publication{{Msg: result, Event: events.Result{CommandID: o.ID, CommandSource: o.Source,
+		Verb: o.Verb, Status: 201, Result: "created"}}}
+	decoded := func(msgs ...*nats.Msg) []consumer.Publication {
+		var ps []consumer.Publication
+		for _, m := range msgs {
+			ps = append(ps, consumer.Publication{Msg: m})
+		}
+		return ps
+	}
+
 	cases := []struct {
 		name string
-		msgs []*nats.Msg
+		pubs []consumer.Publication
 	}{
-		{"step-pair", []*nats.Msg{started, done}},
-		{"result", []*nats.Msg{result}},
-		{"not-an-event", []*nats.Msg{dlq}},
+		{"step-pair", decoded(started, done)},
+		{"result", decoded(result)},
+		{"not-an-event", decoded(dlq)},
+		{"typed-step-pair", typedPair},
+		{"typed-result", typedResult},
 	}
 	for _, tc := range cases {
 		b.Run(tc.name, func(b *testing.B) {
@@ -54,8 +75,8 @@ func BenchmarkPublished(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				for _, msg := range tc.msgs {
-					m.Published(ctx, msg, false)
+				for _, p := range tc.pubs {
+					m.Published(ctx, p)
 				}
 			}
 		})
