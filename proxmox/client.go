@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -105,12 +104,12 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 		tr.MaxIdleConnsPerHost = max(cfg.MaxParallel, MinIdleConnsPerHost)
 		hc = &http.Client{Transport: tr}
 	}
+	if hc.Transport == nil {
+		hc.Transport = http.DefaultTransport
+	}
+	hc.Transport = answerCapture{next: hc.Transport}
 	if o.wrap != nil {
-		next := hc.Transport
-		if next == nil {
-			next = http.DefaultTransport
-		}
-		hc.Transport = o.wrap(cfg, next)
+		hc.Transport = o.wrap(cfg, hc.Transport)
 	}
 	log := o.logger.With("endpoint_id", cfg.ID, "endpoint", cfg.Name)
 	gpOpts := []gp.Option{
@@ -164,7 +163,7 @@ type request struct {
 }
 
 // do sends r through go-proxmox and decodes the "data" of a 2xx answer into out (when not
-// nil) in the same pass as go-proxmox's decode of the envelope. Every failure is returned as
+// nil) in one pass over the body (see answerCapture). Every failure is returned as
 // *APIError or *TransportError; a 2xx answer whose data is null ("empty answer") or cannot
 // be decoded into out is a sent *TransportError whose cause reads "unreadable answer: …".
 func (c *Client) do(ctx context.Context, r request, out any) error {
@@ -192,28 +191,29 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	if r.form != nil {
 		body = []byte(r.form.Encode())
 	}
-	var dst *dataDst
-	var v any // an untyped nil when out is nil: go-proxmox then skips decoding
+	var ans *answer // go-proxmox gets no decode target: it drops the (captured) body
 	if out != nil {
-		dst = &dataDst{out: out}
-		v = dst
+		ans = &answer{}
+		ctx = withAnswer(ctx, ans)
 	}
 	secrets := append(append([]string(nil), c.secrets...), r.secrets...)
 
 	start := time.Now()
-	err := c.gp.Req(ctx, r.method, target, body, v)
-	if dst != nil && (dst.err != nil || err == nil && !dst.done) {
-		derr := dst.err
-		if derr == nil {
-			derr = errors.New("empty answer") // data was null
+	err := c.gp.Req(ctx, r.method, target, body, nil)
+	if err == nil && ans != nil {
+		derr := errEmptyAnswer
+		if ans.got {
+			derr = decodeAnswer(ans.body, out)
 		}
-		// A 2xx answer came back, so the request was delivered (and a write may have
-		// been applied).
-		te := &TransportError{Method: r.method, Path: r.path, Sent: true,
-			Err: scrubbedError{err: fmt.Errorf("unreadable answer: %w", derr), secrets: secrets}}
-		c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
-			slog.String("path", r.path), slog.String("outcome", te.Error()))
-		return te
+		if derr != nil {
+			// A 2xx answer came back, so the request was delivered (and a write may have
+			// been applied).
+			te := &TransportError{Method: r.method, Path: r.path, Sent: true,
+				Err: scrubbedError{err: fmt.Errorf("unreadable answer: %w", derr), secrets: secrets}}
+			c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
+				slog.String("path", r.path), slog.String("outcome", te.Error()))
+			return te
+		}
 	}
 	if err == nil {
 		c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
@@ -246,31 +246,6 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
 		slog.String("path", r.path), slog.String("outcome", te.Error()))
 	return te
-}
-
-// dataDst is the target do hands go-proxmox: it receives the answer's "data" member (the
-// whole body when there is none) as the raw bytes of go-proxmox's own decode, already
-// validated, and decodes them into out without another envelope pass. go-proxmox never
-// calls it for a null data; done then stays false.
-type dataDst struct {
-	out  any
-	done bool  // UnmarshalJSON was called
-	err  error // out's decoding error
-}
-
-// UnmarshalJSON decodes data into d.out: a *json.RawMessage gets a copy, a json.Unmarshaler
-// (flatMap, flatMaps) is called directly, anything else goes through json.Unmarshal.
-func (d *dataDst) UnmarshalJSON(data []byte) error {
-	d.done = true
-	switch out := d.out.(type) {
-	case *json.RawMessage:
-		*out = append((*out)[:0], data...)
-	case json.Unmarshaler:
-		d.err = out.UnmarshalJSON(data) // encoding/json validated data before handing it over
-	default:
-		d.err = json.Unmarshal(data, out)
-	}
-	return d.err
 }
 
 // scrub removes known secret values and secret-named assignments from s.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net/http"
@@ -280,6 +281,8 @@ func TestDecodeFailures(t *testing.T) {
 		{"raw null", `{"data":null}`, version, "unreadable answer: empty answer"},
 		{"string wrong type", `{"data":1}`, upid, "unreadable answer: json: cannot unmarshal number into Go value of type string"},
 		{"not JSON", `<html>`, storages, "invalid character '<' looking for beginning of value"},
+		{"data after the answer", `{"data":[]} x`, storages, "unreadable answer: data after the answer: jsontext: invalid character 'x' at start of value after offset 12"},
+		{"cut off", `{"data":[{"storage":"s1"}`, storages, `unreadable answer: jsontext: unexpected EOF within "/data" after offset 25`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -315,6 +318,10 @@ func TestDecodeSuccess(t *testing.T) {
 	var s string
 	if err := c.do(t.Context(), request{method: http.MethodGet, path: "/x"}, &s); err != nil || s != "UPID:pve1:1" {
 		t.Errorf("do(*string) = %q, %v", s, err)
+	}
+	c = answering(t, `{"success":1,"data":"first","data":"last"}`) // as encoding/json: the last wins
+	if err := c.do(t.Context(), request{method: http.MethodGet, path: "/x"}, &s); err != nil || s != "last" {
+		t.Errorf("do(*string) with two data members = %q, %v", s, err)
 	}
 	c = answering(t, `{"other":[1, 2]}`)
 	var raw json.RawMessage
@@ -381,5 +388,26 @@ func BenchmarkFlatList(b *testing.B) {
 		if err := l.UnmarshalJSON(doc); err != nil || len(l) != 100 {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestAnswerBodyReadFailure: a 2xx answer whose body breaks off is a sent *TransportError,
+// as when go-proxmox read the body itself.
+func TestAnswerBodyReadFailure(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", "1000") // promises more than it sends
+		_, _ = w.Write([]byte(`{"data":[`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(EndpointConfig{ID: 1, Name: "t", URLs: []string{srv.URL}, TokenID: "proxbus@pve!t", Timeout: 5 * time.Second},
+		Secret("test-secret-0123"), WithLogger(slog.New(slog.DiscardHandler)), WithHTTPClient(srv.Client()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Storages(t.Context())
+	var te *TransportError
+	if !errors.As(err, &te) || !te.Sent || !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Errorf("error = %v, want a sent *TransportError caused by an unexpected EOF", err)
 	}
 }
