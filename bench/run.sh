@@ -15,7 +15,7 @@ fi
 out="${1:-bench-results}"
 mkdir -p "$out"
 { uname -a; nproc; grep -m1 'model name' /proc/cpuinfo || true; go version; uptime; } >"$out/machine.txt"
-go run ./bench/throughput -n 1500 -rounds 5 -c 1,8,64 | tee "$out/throughput.md"
+go run ./bench/throughput -n 1500 -rounds 8 -c 1,8,64 | tee "$out/throughput.md"
 go run ./bench/latency -c 8 -d 15s | tee "$out/latency.md"
 go run ./bench/slow | tee "$out/slow.md"
 go test -run '^$' -bench Startup -benchtime 10x ./bench/startup | tee "$out/startup.txt"

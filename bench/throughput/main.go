@@ -3,8 +3,9 @@
 // (app.Serve in-process), the framework-free baseline (the same broker, Redis and HTTP
 // operations per command) and the raw JetStream fetch+ack loop, each on a fresh deployment
 // draining -n pre-published storage.pbs.create commands. Interleaving the three in every round
-// keeps a busy machine from favouring one of them; the table reports medians and the median
-// of the per-round proxbus ÷ baseline ratios. Before each drain it waits (up to 70 s) until
+// (proxbus and the baseline swap places every round; every drain starts after a GC) keeps a
+// busy machine from favouring one of them; the table reports medians and the median of the
+// per-round proxbus ÷ baseline ratios. Before each drain it waits (up to 70 s) until
 // fewer than 5,000 sockets are in TIME_WAIT, so that one run's closed connections cannot
 // exhaust the ephemeral ports of the next. It then counts one pass of proxbus and of the
 // baseline through a counting Redis proxy and prints both request counts.
@@ -88,6 +89,21 @@ var modes = []struct {
 	{"raw", harness.Raw},
 }
 
+// roundOrder is the order of the modes in round r: proxbus and the baseline swap places every
+// round, so neither always runs right after the other (or after the raw loop).
+func roundOrder(r int) []struct {
+	name string
+	run  harness.Runner
+} {
+	if r%2 == 0 {
+		return modes
+	}
+	return []struct {
+		name string
+		run  harness.Runner
+	}{modes[1], modes[0], modes[2]}
+}
+
 func run(n, rounds int, cs, only string) error {
 	ctx := context.Background()
 	fmt.Printf("# throughput: %d commands per drain, %d rounds, GOMAXPROCS %d, %s\n", n, rounds, runtime.GOMAXPROCS(0), runtime.Version())
@@ -103,7 +119,7 @@ func run(n, rounds int, cs, only string) error {
 		var per []string
 		for r := range rounds {
 			got := map[string]float64{}
-			for _, m := range modes {
+			for _, m := range roundOrder(r) {
 				if only != "" && m.name != only {
 					continue
 				}
@@ -132,6 +148,7 @@ func drain(ctx context.Context, run string, n, c int, r harness.Runner) (float64
 	if waited := harness.CoolDown(5000, 70*time.Second); waited > time.Second {
 		fmt.Fprintf(os.Stderr, "waited %s for TIME_WAIT sockets to expire\n", waited.Round(time.Second))
 	}
+	runtime.GC() // each drain starts from a collected heap, not the garbage of the one before
 	e, err := harness.Start(harness.Options{})
 	if err != nil {
 		return 0, err
