@@ -43,7 +43,8 @@ func (r *run) comments(out Outcome, upid string) string {
 	bullets = append(bullets, r.prep.bullets...)
 	var b strings.Builder
 	for _, bl := range bullets {
-		fmt.Fprintf(&b, "- %s: %s\n", bl.Name, oneLine(r.scrub(bl.Value)))
+		// One line per value: Markdown structure cannot be injected through it.
+		fmt.Fprintf(&b, "- %s: %s\n", bl.Name, netbox.OneLine(r.scrub(bl.Value)))
 	}
 	return b.String()
 }
@@ -53,11 +54,6 @@ func (r *run) actor() string {
 		return "proxbus"
 	}
 	return r.cmd.Actor
-}
-
-// oneLine keeps a value on its bullet: Markdown structure cannot be injected through it.
-func oneLine(s string) string {
-	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
 // journalTarget is the object the command's journal entry is attached to (contract §6): the

@@ -68,13 +68,25 @@ func (c *Client) FindJournalEntry(ctx context.Context, objectType string, object
 }
 
 // hasCommandBullet reports whether comments has the line "- command_id: <id>" exactly (the
-// pipeline writes the id on one line: CR and LF become spaces).
+// pipeline writes the id with [OneLine]).
 func hasCommandBullet(comments, id string) bool {
-	want := "- command_id: " + strings.NewReplacer("\r", " ", "\n", " ").Replace(id)
+	want := "- command_id: " + OneLine(id)
 	for line := range strings.SplitSeq(comments, "\n") {
 		if strings.TrimRight(line, "\r") == want {
 			return true
 		}
 	}
 	return false
+}
+
+// lineBreaks turns CR and LF into spaces.
+var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ")
+
+// OneLine is s as the value of one journal bullet line ("- name: value"): CR and LF become
+// spaces, so no Markdown structure can be injected through a value.
+func OneLine(s string) string {
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return lineBreaks.Replace(s)
 }

@@ -70,3 +70,18 @@ func TestFindJournalEntryFailures(t *testing.T) {
 		t.Fatalf("503: err = %v", err)
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"plain":                   "plain",
+		"":                        "",
+		"two\nlines":              "two lines",
+		"crlf\r\n- injected: yes": "crlf  - injected: yes",
+		"ünïcødé\rwith\ncontrols": "ünïcødé with controls",
+	} {
+		if got := netbox.OneLine(in); got != want {
+			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
