@@ -59,14 +59,15 @@ func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher, em event
 	return &Consumer{js: js, cfg: cfg, handler: h, pub: pub, em: em, log: log}, nil
 }
 
-// Ready reports whether Run is fetching commands: true once Run has bound to the durable
-// consumer and its last fetch did not fail, false before, while the server is unreachable,
-// and from the moment draining starts.
+// Ready reports whether Run is pulling commands: true once Run has opened its pull
+// subscription on the durable consumer and the subscription last reported no error, false
+// before, while the server is unreachable (missed heartbeats), and from the moment draining
+// starts.
 func (c *Consumer) Ready() bool { return c.ready.Load() }
 
-// Run fetches and dispatches commands until ctx is cancelled, then drains: it stops
-// fetching (a message that arrives from a pull still open after cancellation is nak'ed for
-// immediate redelivery elsewhere), lets every in-flight Handle finish while heartbeating
+// Run pulls and dispatches commands until ctx is cancelled, then drains: it stops pulling
+// (a message that was requested ahead and arrives after cancellation is nak'ed for immediate
+// redelivery elsewhere), lets every in-flight Handle finish while heartbeating
 // InProgress so nothing is redelivered, applies their dispositions, and returns. It also runs
 // the max-deliveries advisory subscriber (one replica handles each advisory) and, every
 // SweepInterval, a sweep for commands whose advisory was missed. Every goroutine Run starts has ended when it
@@ -76,7 +77,7 @@ func (c *Consumer) Ready() bool { return c.ready.Load() }
 // returns an error, without draining anything, when the durable consumer or the streams
 // cannot be found at start (run [Provision] first) or the advisory subscription fails, and
 // ErrAlreadyRunning when called twice concurrently.
-// Transient fetch errors later are logged and retried with backoff (Ready is false meanwhile).
+// Transient pull errors later are logged and retried with backoff (Ready is false meanwhile).
 func (c *Consumer) Run(ctx context.Context) error {
 	if !c.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -245,7 +246,7 @@ func (c *Consumer) dispatch(ctx context.Context, it jetstream.MessagesContext, s
 func (c *Consumer) fetchFailed(ctx context.Context, err error, failures int) {
 	c.ready.Store(false)
 	wait := min(time.Duration(failures)*250*time.Millisecond, 5*time.Second)
-	c.log.Warn("fetch failed", "err", err, "failures", failures, "retry_in", wait)
+	c.log.Warn("pull failed", "err", err, "failures", failures, "retry_in", wait)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
