@@ -36,21 +36,19 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile of the run")
 	goroutines := flag.String("goroutines", "", "write a goroutine dump here half-way through the ideal time")
 	flag.Parse()
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer pprof.StopCPUProfile()
-	}
 	dumpPath = *goroutines
 	if *short {
 		*n, *c, *task, *ackWait, *poll = 40, 20, 300*time.Millisecond, 250*time.Millisecond, 50*time.Millisecond
 	}
-	if err := run(*n, *c, *task, *ackWait, *poll); err != nil {
+	stopProfiling, err := harness.StartProfiling(*cpuprofile, "")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = run(*n, *c, *task, *ackWait, *poll)
+	if perr := stopProfiling(); perr != nil {
+		log.Print(perr)
+	}
+	if err != nil {
 		log.Fatal(err)
 	}
 }

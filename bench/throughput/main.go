@@ -23,7 +23,6 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"runtime/trace"
 	"strconv"
 	"strings"
 	"time"
@@ -44,27 +43,15 @@ func main() {
 	if *short {
 		*n, *rounds, *cs = 20, 1, "8"
 	}
-	if *cpuprofile != "" {
-		f, err := os.Create(*cpuprofile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			log.Fatal(err)
-		}
-		defer pprof.StopCPUProfile()
+	stopProfiling, err := harness.StartProfiling(*cpuprofile, *traceFile)
+	if err != nil {
+		log.Fatal(err)
 	}
-	if *traceFile != "" {
-		f, err := os.Create(*traceFile)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if err := trace.Start(f); err != nil {
-			log.Fatal(err)
-		}
-		defer trace.Stop()
+	err = run(*n, *rounds, *cs, *only)
+	if perr := stopProfiling(); perr != nil {
+		log.Print(perr)
 	}
-	if err := run(*n, *rounds, *cs, *only); err != nil {
+	if err != nil {
 		log.Fatal(err)
 	}
 	if *memprofile != "" {

@@ -3,6 +3,8 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -80,5 +82,35 @@ func TestPercentileAndMedian(t *testing.T) {
 	}
 	if got := Percentile(nil, 50); got != 0 {
 		t.Errorf("percentile of nothing = %s", got)
+	}
+}
+
+// TestStartProfiling: both files are written and closed by stop; a path that cannot be
+// created is an error, and a trace that cannot start leaves no CPU profile running.
+func TestStartProfiling(t *testing.T) {
+	dir := t.TempDir()
+	cpu, tr := filepath.Join(dir, "cpu.out"), filepath.Join(dir, "trace.out")
+	stop, err := StartProfiling(cpu, tr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	for _, p := range []string{cpu, tr} {
+		if fi, err := os.Stat(p); err != nil || fi.Size() == 0 {
+			t.Errorf("%s: %v, size %v", p, err, fi)
+		}
+	}
+	if _, err := StartProfiling(cpu, filepath.Join(dir, "missing", "trace.out")); err == nil {
+		t.Fatal("a trace path in a missing directory was accepted")
+	}
+	// The CPU profile started for the failed call was stopped: a new one can start.
+	stop, err = StartProfiling(filepath.Join(dir, "cpu2.out"), "")
+	if err != nil {
+		t.Fatalf("CPU profile after a failed start: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }
