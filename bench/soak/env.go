@@ -122,10 +122,13 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 		secretEnvVar+"="+pveSecret)
 	for i := range cfg.replicas {
 		name := fmt.Sprintf("soak-r%d", i+1)
-		e.replicas = append(e.replicas, &proc{name: name, path: proxbusBin, logPath: filepath.Join(dir, name+".log"), env: base,
-			args: []string{"serve", "--instance", name, "--concurrency", strconv.Itoa(cfg.concurrency),
-				"--lease-ttl", cfg.leaseTTL.String(), "--ack-wait", cfg.ackWait.String(),
-				"--max-deliver", strconv.Itoa(cfg.maxDeliver)}})
+		args := []string{"serve", "--instance", name, "--concurrency", strconv.Itoa(cfg.concurrency),
+			"--lease-ttl", cfg.leaseTTL.String(), "--ack-wait", cfg.ackWait.String(),
+			"--max-deliver", strconv.Itoa(cfg.maxDeliver)}
+		if cfg.maxAckPending > 0 {
+			args = append(args, "--max-ack-pending", strconv.Itoa(cfg.maxAckPending))
+		}
+		e.replicas = append(e.replicas, &proc{name: name, path: proxbusBin, logPath: filepath.Join(dir, name+".log"), env: base, args: args})
 	}
 	for _, r := range e.replicas {
 		if err := r.start(); err != nil {

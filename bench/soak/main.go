@@ -25,25 +25,27 @@ import (
 
 // config is the soak's command line.
 type config struct {
-	commands     int
-	short        bool
-	rate         float64
-	seed         uint64
-	replicas     int
-	concurrency  int
-	leaseTTL     time.Duration
-	ackWait      time.Duration
-	maxDeliver   int
-	killEvery    time.Duration
-	restartAfter time.Duration
-	faultList    string
-	quiet        time.Duration
-	settle       time.Duration
-	repairWait   time.Duration
-	taskDuration time.Duration
-	logLevel     string
-	keep         bool
-	redisBin     string
+	commands    int
+	short       bool
+	rate        float64
+	seed        uint64
+	replicas    int
+	concurrency int
+	// maxAckPending is the durable's MaxAckPending (0: the default, --concurrency).
+	maxAckPending int
+	leaseTTL      time.Duration
+	ackWait       time.Duration
+	maxDeliver    int
+	killEvery     time.Duration
+	restartAfter  time.Duration
+	faultList     string
+	quiet         time.Duration
+	settle        time.Duration
+	repairWait    time.Duration
+	taskDuration  time.Duration
+	logLevel      string
+	keep          bool
+	redisBin      string
 	// redisEphemeral runs Redis without persistence, so its restart loses every record.
 	redisEphemeral bool
 }
@@ -58,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the load generator")
 	fs.IntVar(&c.replicas, "replicas", 3, "proxbus serve replicas")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "--concurrency of each replica")
+	fs.IntVar(&c.maxAckPending, "max-ack-pending", 0, "--max-ack-pending of each replica (0: --concurrency; replicas × concurrency lets each replica hold messages ahead of its workers)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 3*time.Second, "--lease-ttl of each replica")
 	fs.DurationVar(&c.ackWait, "ack-wait", 4*time.Second, "--ack-wait of each replica")
 	fs.IntVar(&c.maxDeliver, "max-deliver", 8, "--max-deliver of each replica")

@@ -198,8 +198,12 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	}
 
 	fmt.Fprintf(out, "\n== run ==\n")
-	fmt.Fprintf(out, "  commands %d, rate %.0f/s, seed %d, replicas %d × concurrency %d, lease-ttl %s, ack-wait %s, max-deliver %d\n",
-		cfg.commands, cfg.rate, cfg.seed, cfg.replicas, cfg.concurrency, cfg.leaseTTL, cfg.ackWait, cfg.maxDeliver)
+	maxAckPending := cfg.maxAckPending
+	if maxAckPending <= 0 {
+		maxAckPending = cfg.concurrency
+	}
+	fmt.Fprintf(out, "  commands %d, rate %.0f/s, seed %d, replicas %d × concurrency %d, max-ack-pending %d, lease-ttl %s, ack-wait %s, max-deliver %d\n",
+		cfg.commands, cfg.rate, cfg.seed, cfg.replicas, cfg.concurrency, maxAckPending, cfg.leaseTTL, cfg.ackWait, cfg.maxDeliver)
 	ch.summary(out)
 	fmt.Fprintf(out, "  scanned for the canary: %d events, %d dead letters, %d journal entries, %d Redis keys, %d replica log lines\n",
 		len(c.events), len(c.dlqMsgs), entries, keys, logLines)
