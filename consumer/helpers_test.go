@@ -269,15 +269,6 @@ func (r *recorder) attempts() []Attempt {
 	return append([]Attempt(nil), r.tries...)
 }
 
-func mustJSON(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatalf("marshal: %v", err)
-	}
-	return string(b)
-}
-
 func natsConnect(url string) (*nats.Conn, error) { return nats.Connect(url) }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

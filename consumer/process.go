@@ -211,13 +211,13 @@ func (c *Consumer) deadLetterAndTerm(ctx context.Context, msg jetstream.Msg, o o
 
 // publishResult publishes a result event built by the emitter.
 func (c *Consumer) publishResult(ctx context.Context, o events.Origin, r events.Result) error {
-	m, err := c.em.ResultEvent(o, r)
+	res, m, err := c.em.Result(o, r)
 	if err != nil {
 		return fmt.Errorf("build result: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	return c.pub.Publish(pctx, m)
+	return c.pub.PublishEvent(pctx, m, res)
 }
 
 // nakAfterFailure naks a message whose dead-lettering could not be completed.

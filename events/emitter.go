@@ -54,40 +54,63 @@ func (e Emitter) now() time.Time {
 // Step(ref). It fills st's command fields from o and st.At with now when zero; the event time
 // is st.At. It returns an error wrapping ErrEncode when o has no valid id.
 func (e Emitter) StepEvent(o Origin, st Step) (*nats.Msg, error) {
+	_, msg, err := e.Step(o, st)
+	return msg, err
+}
+
+// Step is [Emitter.StepEvent] returning also the step exactly as the event carries it (command
+// fields filled, detail redacted), for observers of its publication.
+func (e Emitter) Step(o Origin, st Step) (Step, *nats.Msg, error) {
 	st.CommandID, st.CommandSource, st.Verb = o.ID, o.Source, o.Verb
 	if st.At.IsZero() {
 		st.At = e.now()
 	}
 	st.Detail = redact.Text(st.Detail)
 	id := o.ID + ".step." + strconv.Itoa(st.Seq)
-	return e.build(o, id, TypePrefix+verbOrUnknown(o.Verb)+".step", e.Subjects.Step(Ref(o.Source, o.ID)), st.At, st)
+	msg, err := e.build(o, id, TypePrefix+verbOrUnknown(o.Verb)+".step", e.Subjects.Step(Ref(o.Source, o.ID)), st.At, st)
+	return st, msg, err
 }
 
 // ResultEvent builds result event "<command id>.result" of type proxbus.<verb>.result on
 // Result(ref), timed now. It fills r's command fields from o. It returns an error wrapping
 // ErrEncode when o has no valid id, r.Status is not an HTTP status, or r.Output is not JSON.
 func (e Emitter) ResultEvent(o Origin, r Result) (*nats.Msg, error) {
+	_, msg, err := e.Result(o, r)
+	return msg, err
+}
+
+// Result is [Emitter.ResultEvent] returning also the result exactly as the event carries it
+// (command fields filled, detail and output redacted), for observers of its publication.
+func (e Emitter) Result(o Origin, r Result) (Result, *nats.Msg, error) {
 	r.CommandID, r.CommandSource, r.Verb = o.ID, o.Source, o.Verb
 	if r.Status < 100 || r.Status > 599 {
-		return nil, fmt.Errorf("%w: result status %d is not an HTTP status", ErrEncode, r.Status)
+		return r, nil, fmt.Errorf("%w: result status %d is not an HTTP status", ErrEncode, r.Status)
 	}
 	r.Detail = redact.Text(r.Detail)
 	if len(r.Output) > 0 {
 		if !json.Valid(r.Output) {
-			return nil, fmt.Errorf("%w: result output is not JSON", ErrEncode)
+			return r, nil, fmt.Errorf("%w: result output is not JSON", ErrEncode)
 		}
 		if hasSecretKey(r.Output) {
 			r.Output = redact.JSON(r.Output)
 		}
 	}
-	return e.build(o, o.ID+".result", TypePrefix+verbOrUnknown(o.Verb)+".result", e.Subjects.Result(Ref(o.Source, o.ID)), e.now(), r)
+	msg, err := e.build(o, o.ID+".result", TypePrefix+verbOrUnknown(o.Verb)+".result", e.Subjects.Result(Ref(o.Source, o.ID)), e.now(), r)
+	return r, msg, err
 }
 
 // JournalEvent builds journal event "<command id>.journal.repaired" of type
 // proxbus.journal.repaired on Journal(ref), timed now. It fills j.CommandID from o.
 func (e Emitter) JournalEvent(o Origin, j JournalRepaired) (*nats.Msg, error) {
+	_, msg, err := e.Journal(o, j)
+	return msg, err
+}
+
+// Journal is [Emitter.JournalEvent] returning also the event's data as it carries it.
+func (e Emitter) Journal(o Origin, j JournalRepaired) (JournalRepaired, *nats.Msg, error) {
 	j.CommandID = o.ID
-	return e.build(o, o.ID+".journal.repaired", TypePrefix+"journal.repaired", e.Subjects.Journal(Ref(o.Source, o.ID)), e.now(), j)
+	msg, err := e.build(o, o.ID+".journal.repaired", TypePrefix+"journal.repaired", e.Subjects.Journal(Ref(o.Source, o.ID)), e.now(), j)
+	return j, msg, err
 }
 
 // build serialises one event with the SDK and wraps it in a message.

@@ -327,3 +327,50 @@ func TestEventBodyIsWhatEncodingJSONWrites(t *testing.T) {
 		t.Errorf("body\n%s\nwant\n%s", msg.Data, want)
 	}
 }
+
+// TestTypedEventIsWhatTheMessageCarries: Step, Result and Journal return the value exactly as
+// their message's data carries it — command fields filled, texts redacted — so an observer
+// given the value sees nothing the event does not.
+func TestTypedEventIsWhatTheMessageCarries(t *testing.T) {
+	t.Parallel()
+	em := testEmitter()
+	o := Origin{ID: "c1", Source: "/test", Verb: "vm.start"}
+	dataOf := func(t *testing.T, m *nats.Msg, into any) {
+		t.Helper()
+		var ev struct{ Data json.RawMessage }
+		if err := json.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(ev.Data, into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, msg, err := em.Step(o, Step{Seq: 2, Step: "start_vm", Status: StepError, Detail: "failed: password=hunter22"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotStep Step
+	dataOf(t, msg, &gotStep)
+	if !reflect.DeepEqual(st, gotStep) || strings.Contains(st.Detail, "hunter22") || st.CommandID != "c1" {
+		t.Errorf("Step returned %+v, message carries %+v", st, gotStep)
+	}
+	res, msg, err := em.Result(o, Result{Status: 200, Result: "ok", Detail: "token=abcd1234",
+		Output: json.RawMessage(`{"vm":101,"password":"hunter22"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotRes Result
+	dataOf(t, msg, &gotRes)
+	if !reflect.DeepEqual(res, gotRes) || strings.Contains(string(res.Output), "hunter22") || strings.Contains(res.Detail, "abcd1234") {
+		t.Errorf("Result returned %+v, message carries %+v", res, gotRes)
+	}
+	j, msg, err := em.Journal(o, JournalRepaired{JournalEntryURL: "https://netbox.example/api/extras/journal-entries/1/", RepairedBy: "repairer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotJ JournalRepaired
+	dataOf(t, msg, &gotJ)
+	if !reflect.DeepEqual(j, gotJ) || j.CommandID != "c1" {
+		t.Errorf("Journal returned %+v, message carries %+v", j, gotJ)
+	}
+}

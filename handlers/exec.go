@@ -70,11 +70,9 @@ func (r *run) step(ctx context.Context, step string, status events.StepStatus, u
 	r.seq++
 	seq := r.seq
 	r.mu.Unlock()
-	st := events.Step{
-		CommandID: r.origin.ID, CommandSource: r.origin.Source, Verb: r.origin.Verb, Seq: seq,
-		Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), At: r.p.cfg.Now(),
-	}
-	msg, err := r.p.cfg.Emitter.StepEvent(r.origin, st)
+	st, msg, err := r.p.cfg.Emitter.Step(r.origin, events.Step{
+		Seq: seq, Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), At: r.p.cfg.Now(),
+	})
 	if err != nil {
 		r.log.Warn("step not encodable", "err", err)
 		return

@@ -60,9 +60,7 @@ func (r *run) answer(ctx context.Context, out Outcome, journal journalState) Dec
 }
 
 func (r *run) publish(ctx context.Context, res events.Result) error {
-	// The command fields, as the emitter fills them, also for the publication's observers.
-	res.CommandID, res.CommandSource, res.Verb = r.origin.ID, r.origin.Source, r.origin.Verb
-	msg, err := r.p.cfg.Emitter.ResultEvent(r.origin, res)
+	res, msg, err := r.p.cfg.Emitter.Result(r.origin, res)
 	if err != nil {
 		r.log.Error("result not encodable", "err", err)
 		return err

@@ -130,8 +130,7 @@ func mayNameSecret(s string) bool {
 			return true
 		}
 	}
-	l := strings.ToLower(s)
-	return strings.Contains(l, "password") || strings.Contains(l, "secret") || strings.Contains(l, "token")
+	return IsSecretName(s)
 }
 
 // Values returns s with every occurrence of each known secret value replaced by [Placeholder],

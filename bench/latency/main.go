@@ -33,13 +33,16 @@ func main() {
 	}
 }
 
+// runners are the two measured, in the order each point runs them.
+var runners = []struct {
+	name string
+	r    harness.Runner
+}{{"proxbus", harness.Proxbus}, {"baseline", harness.Baseline}}
+
 func run(c, n int, d time.Duration) error {
 	ctx := context.Background()
 	maxRate := map[string]float64{}
-	for _, m := range []struct {
-		name string
-		r    harness.Runner
-	}{{"proxbus", harness.Proxbus}, {"baseline", harness.Baseline}} {
+	for _, m := range runners {
 		e, err := harness.Start(harness.Options{})
 		if err != nil {
 			return err
@@ -58,10 +61,7 @@ func run(c, n int, d time.Duration) error {
 	for _, frac := range []float64{0.2, 0.8} {
 		rate := frac * maxRate["proxbus"]
 		got := map[string]harness.Latency{}
-		for _, m := range []struct {
-			name string
-			r    harness.Runner
-		}{{"proxbus", harness.Proxbus}, {"baseline", harness.Baseline}} {
+		for _, m := range runners {
 			e, err := harness.Start(harness.Options{})
 			if err != nil {
 				return err
