@@ -456,6 +456,11 @@ func (p *goPackage) walkFunc(fd *ast.FuncDecl, visit func(ast.Expr, []*ast.Field
 				name := calleeName(n.Fun)
 				for s := range sinks {
 					if s.fn == name && s.arg < len(n.Args) {
+						if _, lit := n.Args[s.arg].(*ast.CompositeLit); lit {
+							// A same-named call taking a value (events.Emitter.Step vs
+							// handlers' Exec.Step): an events.Step literal is read above.
+							continue
+						}
 						visit(n.Args[s.arg], scopes)
 					}
 				}
