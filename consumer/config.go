@@ -16,14 +16,20 @@ const (
 	DefaultMaxDeliver  = 5
 	DefaultAckWait     = 30 * time.Second
 	DefaultFetchWait   = 1 * time.Second
-	// DefaultFetchBatch keeps a pull request open while messages are handled: the iterator
-	// asks for more when fewer than half are outstanding, so with 4 at least one always is.
-	DefaultFetchBatch      = 4
-	DefaultReplicas        = 1
-	DefaultDuplicateWindow = 2 * time.Minute
-	DefaultEventsMaxAge    = 7 * 24 * time.Hour
-	DefaultDLQMaxAge       = 30 * 24 * time.Hour
-	DefaultSweepInterval   = time.Minute
+	// DefaultFetchBatch is FetchBatch when MaxAckPending is at most Concurrency (one replica,
+	// the default): no message requested ahead can then wait for a worker, and the iterator
+	// renews its pull request only after 32 messages.
+	DefaultFetchBatch = 64
+	// DefaultSharedFetchBatch is FetchBatch when MaxAckPending is above Concurrency (replicas
+	// sharing the durable), where a message requested ahead may wait for a worker: it keeps
+	// a pull request open while messages are handled (the iterator asks for more when fewer
+	// than half are outstanding) and few messages waiting.
+	DefaultSharedFetchBatch = 4
+	DefaultReplicas         = 1
+	DefaultDuplicateWindow  = 2 * time.Minute
+	DefaultEventsMaxAge     = 7 * 24 * time.Hour
+	DefaultDLQMaxAge        = 30 * 24 * time.Hour
+	DefaultSweepInterval    = time.Minute
 )
 
 // DefaultBackoff returns the NakWithDelay schedule by delivery count used when a handler asks
@@ -52,11 +58,13 @@ type Config struct {
 	// never have more than Concurrency commands in flight (see FetchBatch for what a value
 	// above Concurrency means for one replica).
 	MaxAckPending int
-	// FetchBatch is how many messages the consumer keeps requested ahead of its workers;
-	// default 4. A message is taken for a worker only
-	// when one is free; with MaxAckPending at most Concurrency none ever waits for one. With
+	// FetchBatch is how many messages the consumer keeps requested ahead of its workers
+	// (each pull request asks for this many; the server sends no more than MaxAckPending
+	// allows). A message is taken for a worker only when one is free; with MaxAckPending at
+	// most Concurrency none ever waits for one, and the default is [DefaultFetchBatch]. With
 	// MaxAckPending above Concurrency up to FetchBatch delivered messages may wait for a
-	// worker of this replica without heartbeats (their AckWait runs), so keep it small there.
+	// worker of this replica without heartbeats (their AckWait runs), so it is kept small
+	// there: default [DefaultSharedFetchBatch].
 	FetchBatch int
 	// FetchWait is how long the consumer waits for a message before it checks its health
 	// again; a pull request lasts max(FetchWait, 1s). Default 1s.
@@ -106,6 +114,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.FetchBatch <= 0 {
 		c.FetchBatch = DefaultFetchBatch
+		if c.MaxAckPending > c.Concurrency {
+			c.FetchBatch = DefaultSharedFetchBatch
+		}
 	}
 	if c.FetchWait <= 0 {
 		c.FetchWait = DefaultFetchWait

@@ -18,7 +18,7 @@ func TestWithDefaults(t *testing.T) {
 		check func(t *testing.T, c Config)
 	}{
 		{"zero", Config{}, func(t *testing.T, c Config) {
-			if c.Durable != "proxbus" || c.Concurrency != 8 || c.MaxAckPending != 8 || c.FetchBatch != 4 ||
+			if c.Durable != "proxbus" || c.Concurrency != 8 || c.MaxAckPending != 8 || c.FetchBatch != 64 ||
 				c.MaxDeliver != 5 || c.AckWait != 30*time.Second || c.Heartbeat != 10*time.Second ||
 				c.Replicas != 1 || c.DuplicateWindow != 2*time.Minute || c.EventsMaxAge != 7*24*time.Hour ||
 				c.DLQMaxAge != 30*24*time.Hour || len(c.Backoff) != 5 || c.Logger == nil || c.FetchWait != time.Second {
@@ -28,8 +28,19 @@ func TestWithDefaults(t *testing.T) {
 		{"small pool", Config{Concurrency: 1}, func(t *testing.T, c Config) {
 			// A pull stays open ahead of the one worker; MaxAckPending 1 keeps the
 			// server from delivering a second message before the first is acked.
-			if c.FetchBatch != 4 || c.MaxAckPending != 1 {
-				t.Errorf("FetchBatch %d MaxAckPending %d, want 4 1", c.FetchBatch, c.MaxAckPending)
+			if c.FetchBatch != 64 || c.MaxAckPending != 1 {
+				t.Errorf("FetchBatch %d MaxAckPending %d, want 64 1", c.FetchBatch, c.MaxAckPending)
+			}
+		}},
+		{"shared durable", Config{Concurrency: 8, MaxAckPending: 24}, func(t *testing.T, c Config) {
+			// Messages requested ahead may wait for a worker here: few of them.
+			if c.FetchBatch != 4 {
+				t.Errorf("FetchBatch %d with MaxAckPending 24 > Concurrency 8, want 4", c.FetchBatch)
+			}
+		}},
+		{"shared durable, batch kept", Config{Concurrency: 8, MaxAckPending: 24, FetchBatch: 16}, func(t *testing.T, c Config) {
+			if c.FetchBatch != 16 {
+				t.Errorf("FetchBatch %d, want 16", c.FetchBatch)
 			}
 		}},
 		{"batch kept", Config{Concurrency: 3, FetchBatch: 10}, func(t *testing.T, c Config) {

@@ -137,8 +137,8 @@ func (c *Consumer) openStreams(ctx context.Context) (streamSet, error) {
 	return streamSet{commands: cmd, events: evt}, nil
 }
 
-// fetchLoop keeps up to FetchBatch messages requested ahead of the workers, on one long-lived
-// pull subscription (nats.go's message iterator, which renews its pull requests, watches the
+// fetchLoop keeps FetchBatch messages requested ahead of the workers, on one long-lived pull
+// subscription (nats.go's message iterator, which renews its pull requests, watches the
 // server's heartbeats and pulls again after a reconnect), and hands each message to a worker
 // as soon as one is free. The next message is requested before the previous one is acked, so
 // the ack that frees a place under MaxAckPending finds a pull waiting and the server sends the
@@ -151,94 +151,184 @@ func (c *Consumer) openStreams(ctx context.Context) (streamSet, error) {
 // up to FetchBatch messages may wait in the iterator for a worker of this replica, without
 // heartbeats; see [Config.FetchBatch].
 //
+// The workers take turns at reading the iterator (leader and followers): the worker that
+// reads a message hands the reading to an idle worker (or a new one) and handles the message
+// itself, so a message reaches its handler without a hand-off between goroutines, and a
+// worker's stack, grown by the commands it handled, serves the next ones. Workers handling or
+// acking a message number at most 2×Concurrency.
+//
 // A failed iterator marks the consumer not ready and is replaced after a backoff. When ctx is
 // done fetchLoop stops pulling, marks the consumer not ready, naks every message the iterator
 // still delivers (immediate redelivery elsewhere) and returns; workers may still be running.
 func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, workers *sync.WaitGroup) {
-	slots := make(chan struct{}, c.cfg.Concurrency)
 	defer c.ready.Store(false)
-	failures := 0
-	for ctx.Err() == nil {
-		it, err := cons.Messages(
-			jetstream.PullMaxMessages(c.cfg.FetchBatch),
-			jetstream.PullExpiry(c.cfg.pullExpiry()),
-			jetstream.WithMessagesErrOnMissingHeartbeat(true),
-		)
-		if err == nil {
-			c.ready.Store(true)
-			err = c.dispatch(ctx, it, slots, workers, &failures)
-		}
-		if ctx.Err() != nil {
+	l := &leadership{
+		c: c, ctx: ctx, wg: workers,
+		fetch: &fetcher{c: c, ctx: ctx, cons: cons, slots: make(chan struct{}, c.cfg.Concurrency)},
+		turn:  make(chan struct{}), done: make(chan struct{}),
+	}
+	workers.Add(1)
+	go l.work()
+	<-l.done
+}
+
+// leadership is the consumer's workers taking turns at reading the iterator. The worker whose
+// turn it is is the only one using fetch.
+type leadership struct {
+	c     *Consumer
+	ctx   context.Context
+	wg    *sync.WaitGroup
+	fetch *fetcher
+	// turn passes the reading to an idle worker.
+	turn chan struct{}
+	// done is closed by the reader when fetching has ended; workers then return.
+	done chan struct{}
+}
+
+// work reads a message, hands the reading on, handles the message and waits for its next
+// turn, until fetching has ended.
+func (l *leadership) work() {
+	defer l.wg.Done()
+	for {
+		j, ok := l.fetch.next()
+		if !ok {
+			close(l.done)
 			return
 		}
-		failures++
-		c.fetchFailed(ctx, err, failures)
+		select {
+		case l.turn <- struct{}{}:
+		default:
+			l.wg.Add(1)
+			go l.work()
+		}
+		l.c.processReleasing(l.ctx, j)
+		select {
+		case <-l.turn:
+		case <-l.done:
+			return
+		}
 	}
 }
 
-// dispatch takes messages from it for free workers until ctx is done or the iterator ends.
-// It returns nil once ctx is done and the iterator is drained (every message it delivered
-// has a worker or was nak'ed), or the error that ended the iterator. An error the iterator
-// survives (missed heartbeats while the server is away) marks the consumer not ready and
-// waits a backoff; the next message or idle wait marks it ready again.
-func (c *Consumer) dispatch(ctx context.Context, it jetstream.MessagesContext, slots chan struct{}, workers *sync.WaitGroup, failures *int) error {
-	stop := context.AfterFunc(ctx, it.Drain)
-	defer stop()
-	defer it.Stop()
+// job is one message for a worker and the release of the worker slot it was taken for.
+type job struct {
+	msg     jetstream.Msg
+	release func()
+}
+
+// processReleasing processes j's message and releases its slot once the handler returned, or
+// on return at the latest.
+func (c *Consumer) processReleasing(ctx context.Context, j job) {
+	handled := sync.OnceFunc(j.release)
+	defer handled()
+	c.process(ctx, j.msg, handled)
+}
+
+// fetcher reads the durable through a message iterator, opening a new one when it fails. It
+// is used by one goroutine at a time.
+type fetcher struct {
+	c     *Consumer
+	ctx   context.Context
+	cons  jetstream.Consumer
+	slots chan struct{}
+
+	it        jetstream.MessagesContext // nil when none is open
+	stopDrain func() bool               // stops the drain of it on ctx's cancellation
+	failures  int                       // failed pulls in a row
+}
+
+// next returns the next message for a free worker, with the release of the slot it holds. It
+// returns false once ctx is done and the iterator is drained (every message it delivered went
+// to a worker or was nak'ed). An iterator that ends, or cannot be opened, is replaced after a
+// backoff; an error the iterator survives (missed heartbeats while the server is away) marks
+// the consumer not ready and waits a backoff; the next message or idle wait marks it ready
+// again.
+func (f *fetcher) next() (job, bool) {
+	c, ctx := f.c, f.ctx
 	for {
+		if f.it == nil {
+			if ctx.Err() != nil {
+				return job{}, false
+			}
+			if err := f.open(); err != nil {
+				f.failures++
+				c.fetchFailed(ctx, err, f.failures)
+				continue
+			}
+		}
 		// Wait for a free worker; once draining, take what the iterator still holds without
 		// one, to nak it.
 		held := false
 		if ctx.Err() == nil {
 			select {
-			case slots <- struct{}{}:
+			case f.slots <- struct{}{}:
 				held = true
 			case <-ctx.Done():
 			}
 		}
 		release := func() {
 			if held {
-				<-slots
+				<-f.slots
 			}
 		}
-		msg, err := it.Next(jetstream.NextMaxWait(c.cfg.FetchWait))
+		msg, err := f.it.Next(jetstream.NextMaxWait(c.cfg.FetchWait))
 		switch {
 		case err == nil:
 		case errors.Is(err, nats.ErrTimeout): // idle and healthy
 			release()
-			*failures = 0
+			f.failures = 0
 			c.ready.Store(ctx.Err() == nil)
 			continue
 		case errors.Is(err, jetstream.ErrMsgIteratorClosed):
 			release()
+			f.close()
 			if ctx.Err() != nil {
-				return nil
+				return job{}, false
 			}
-			return err
+			f.failures++
+			c.fetchFailed(ctx, err, f.failures)
+			continue
 		default:
 			release()
 			if ctx.Err() != nil {
 				continue // the drain ends the iterator
 			}
-			*failures++
-			c.fetchFailed(ctx, err, *failures)
+			f.failures++
+			c.fetchFailed(ctx, err, f.failures)
 			continue
 		}
-		*failures = 0
+		f.failures = 0
 		c.ready.Store(ctx.Err() == nil)
 		if ctx.Err() != nil {
 			c.nakForDrain(msg)
 			release()
 			continue
 		}
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			handled := sync.OnceFunc(release)
-			defer handled()
-			c.process(ctx, msg, handled)
-		}()
+		return job{msg: msg, release: release}, true
 	}
+}
+
+// open opens a message iterator, drained when ctx is cancelled, and marks the consumer ready.
+func (f *fetcher) open() error {
+	it, err := f.cons.Messages(
+		jetstream.PullMaxMessages(f.c.cfg.FetchBatch),
+		jetstream.PullExpiry(f.c.cfg.pullExpiry()),
+		jetstream.WithMessagesErrOnMissingHeartbeat(true),
+	)
+	if err != nil {
+		return err
+	}
+	f.it = it
+	f.stopDrain = context.AfterFunc(f.ctx, it.Drain)
+	f.c.ready.Store(true)
+	return nil
+}
+
+// close stops the open iterator.
+func (f *fetcher) close() {
+	f.stopDrain()
+	f.it.Stop()
+	f.it = nil
 }
 
 // fetchFailed logs a failed pull, marks the consumer not ready and waits a backoff (up to

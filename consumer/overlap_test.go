@@ -3,6 +3,9 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,8 +33,9 @@ type fakeIter struct {
 	closed chan struct{}
 	once   sync.Once
 
-	mu    sync.Mutex
-	taken int // messages returned by Next
+	mu     sync.Mutex
+	taken  int                 // messages returned by Next
+	onTake func(jetstream.Msg) // when set, called by Next with each message it returns
 }
 
 func (it *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
@@ -54,6 +58,9 @@ func (it *fakeIter) take(m jetstream.Msg) jetstream.Msg {
 	it.mu.Lock()
 	defer it.mu.Unlock()
 	it.taken++
+	if it.onTake != nil {
+		it.onTake(m)
+	}
 	return m
 }
 
@@ -156,6 +163,7 @@ func (m *fakeMsg) Metadata() (*jetstream.MsgMetadata, error) {
 	return &jetstream.MsgMetadata{NumDelivered: 1, Sequence: jetstream.SequencePair{Stream: m.seq, Consumer: m.seq}}, nil
 }
 func (m *fakeMsg) Subject() string                    { return m.m.Subject }
+func (m *fakeMsg) id() string                         { return m.m.Header.Get("ce-id") }
 func (m *fakeMsg) Headers() nats.Header               { return m.m.Header }
 func (m *fakeMsg) Data() []byte                       { return m.m.Data }
 func (m *fakeMsg) InProgress() error                  { return nil }
@@ -549,5 +557,100 @@ func TestHeartbeatRepeatsAndStopWaitsForABeat(t *testing.T) {
 	stop() // a second stop is harmless
 	if n := m.count(); n != 3 {
 		t.Errorf("%d beats, want 3 (none after stop)", n)
+	}
+}
+
+// TestWorkersReused: commands handled one after another run on the same few goroutines, not
+// on a new goroutine each (a new goroutine grows its stack again for every command). With
+// Concurrency 1 at most three workers exist: one handling, one finishing an ack, one reading.
+func TestWorkersReused(t *testing.T) {
+	t.Parallel()
+	fake := newFakeConsumer()
+	var (
+		mu      sync.Mutex
+		workers = map[string]int{}
+	)
+	h := HandlerFunc(func(context.Context, events.Command, Attempt) Disposition {
+		mu.Lock()
+		defer mu.Unlock()
+		workers[goroutineID(t)]++
+		return Disposition{Action: Ack}
+	})
+	startLoop(t, fake, func(c *Config) { c.Concurrency = 1 }, h)
+	it := fake.next(t, "iterator")
+	const n = 20
+	for i := range n {
+		m := newFakeMsg(testConfig().Subjects, fmt.Sprintf("cmd-%d", i), uint64(i+1), nil)
+		it.deliver(t, m)
+		wait(t, m.acked, "command acked")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	handled := 0
+	for _, k := range workers {
+		handled += k
+	}
+	if handled != n || len(workers) > 3 {
+		t.Errorf("%d commands handled on %d goroutines %v, want %d on at most 3", handled, len(workers), workers, n)
+	}
+}
+
+// goroutineID returns the id of the calling goroutine, from its stack trace's header
+// ("goroutine 42 [running]:").
+func goroutineID(t *testing.T) string {
+	t.Helper()
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, ok := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	if !ok {
+		t.Fatalf("unexpected stack header %q", buf)
+	}
+	return id
+}
+
+// TestHandlerRunsWhereMessageWasRead: the worker that reads a message from the iterator
+// handles it itself (the reading passes to another worker), so no hand-off between goroutines
+// lies between a message's arrival and its handler.
+func TestHandlerRunsWhereMessageWasRead(t *testing.T) {
+	t.Parallel()
+	fake := newFakeConsumer()
+	var (
+		mu      sync.Mutex
+		readBy  = map[string]string{} // command id -> goroutine that read it
+		handled = map[string]string{} // command id -> goroutine that handled it
+	)
+	h := HandlerFunc(func(_ context.Context, cmd events.Command, _ Attempt) Disposition {
+		mu.Lock()
+		defer mu.Unlock()
+		handled[cmd.ID] = goroutineID(t)
+		return Disposition{Action: Ack}
+	})
+	startLoop(t, fake, func(c *Config) { c.Concurrency = 4 }, h)
+	it := fake.next(t, "iterator")
+	it.mu.Lock()
+	it.onTake = func(m jetstream.Msg) {
+		mu.Lock()
+		defer mu.Unlock()
+		readBy[m.(*fakeMsg).id()] = goroutineID(t)
+	}
+	it.mu.Unlock()
+	var msgs []*fakeMsg
+	for i := range 12 {
+		m := newFakeMsg(testConfig().Subjects, fmt.Sprintf("cmd-%d", i), uint64(i+1), nil)
+		msgs = append(msgs, m)
+		it.deliver(t, m)
+	}
+	for _, m := range msgs {
+		wait(t, m.acked, "command acked")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for id, g := range handled {
+		if readBy[id] != g {
+			t.Errorf("%s read on goroutine %s, handled on %s", id, readBy[id], g)
+		}
+	}
+	if len(handled) != len(msgs) {
+		t.Errorf("%d commands handled, want %d", len(handled), len(msgs))
 	}
 }

@@ -38,7 +38,17 @@ func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 		return consumer.Disposition{Action: consumer.Ack}
 	})
 	cfg := consumer.Config{Subjects: e.Subjects, Concurrency: c, Instance: "peer", Logger: slog.New(slog.DiscardHandler)}
-	cons, err := consumer.New(e.JS, cfg, noop, consumer.NewPublisher(e.JS), events.NewEmitter(e.Subjects, "peer"))
+	// Its own connection, as Watermill's and as `proxbus serve` has: the harness's connection
+	// also carries the polling of the stream.
+	nc, err := nats.Connect(e.NATSURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cons, err := consumer.New(js, cfg, noop, consumer.NewPublisher(js), events.NewEmitter(e.Subjects, "peer"))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -50,6 +60,7 @@ func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 		if err := <-done; err != nil {
 			tb.Errorf("consumer: %v", err)
 		}
+		nc.Close()
 	}
 }
 

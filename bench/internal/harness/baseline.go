@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/internal/app"
 )
 
@@ -46,14 +47,15 @@ return 0`)
 )
 
 // fetchLoop is the minimal JetStream worker pool both the raw loop and the baseline use, the
-// same shape as proxbus's consumer: one message iterator keeping up to 4 messages requested
-// ahead, a message taken only for a free worker, one goroutine per message. It returns when
+// same shape as proxbus's consumer: one message iterator keeping consumer.DefaultFetchBatch
+// messages requested ahead (MaxAckPending is the concurrency here, as in proxbus's default), a
+// message taken only for a free worker, one goroutine per message. It returns when
 // ctx is done and every worker has finished.
 func fetchLoop(ctx context.Context, cons jetstream.Consumer, concurrency int, work func(jetstream.Msg)) {
 	slots := make(chan struct{}, concurrency)
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	it, err := cons.Messages(jetstream.PullMaxMessages(4))
+	it, err := cons.Messages(jetstream.PullMaxMessages(consumer.DefaultFetchBatch))
 	if err != nil {
 		return
 	}
