@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sort"
 
+	"github.com/proxbus/proxbus/internal/jsonstr"
 	"github.com/proxbus/proxbus/redact"
 )
 
@@ -71,8 +72,8 @@ func (f *Fields) String(name string, required bool, valid func(string) bool) str
 		}
 		return ""
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) {
+	s, ok := jsonstr.Decode(raw)
+	if !ok || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) {
 		f.Fail(name)
 		return ""
 	}

@@ -2,7 +2,7 @@ package handlers
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +25,7 @@ func (r *run) comments(out Outcome, upid string) string {
 	if upid != "" {
 		bullets = append(bullets, Bullet{"proxmox_task_upid", upid})
 	}
-	endpoint := fmt.Sprint(r.cmd.EndpointID)
+	endpoint := strconv.FormatInt(r.cmd.EndpointID, 10)
 	if r.endpoint.Name != "" {
 		endpoint += " (" + r.endpoint.Name + ")"
 	}
@@ -44,7 +44,11 @@ func (r *run) comments(out Outcome, upid string) string {
 	var b strings.Builder
 	for _, bl := range bullets {
 		// One line per value: Markdown structure cannot be injected through it.
-		fmt.Fprintf(&b, "- %s: %s\n", bl.Name, netbox.OneLine(r.scrub(bl.Value)))
+		b.WriteString("- ")
+		b.WriteString(bl.Name)
+		b.WriteString(": ")
+		b.WriteString(netbox.OneLine(r.scrub(bl.Value)))
+		b.WriteByte('\n')
 	}
 	return b.String()
 }

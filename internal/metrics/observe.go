@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/jsonstr"
 )
 
 var (
@@ -145,28 +146,11 @@ func resultStatus(raw json.RawMessage) (int, bool) {
 // stepStatus reads a step's status as json.Unmarshal into a string does: absent or null is
 // "", anything but a string fails.
 func stepStatus(raw json.RawMessage) (events.StepStatus, bool) {
-	switch {
-	case len(raw) == 0 || string(raw) == "null":
+	if len(raw) == 0 {
 		return "", true
-	case len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && plainASCII(raw[1:len(raw)-1]):
-		return events.StepStatus(raw[1 : len(raw)-1]), true
 	}
-	var s events.StepStatus
-	if json.Unmarshal(raw, &s) != nil {
-		return "", false
-	}
-	return s, true
-}
-
-// plainASCII reports whether b is printable ASCII without '"' or '\\': the body of a JSON string
-// that decodes to itself.
-func plainASCII(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
+	s, ok := jsonstr.Decode(raw)
+	return events.StepStatus(s), ok
 }
 
 // step records a started step or observes the duration of a finished one.
