@@ -6,8 +6,11 @@
 // Watermill's subscriber copies headers into its message metadata. A run ends when the
 // work-queue stream is empty, which both reach only by acknowledging every message.
 //
-//	go test -run '^$' -bench Peer -benchtime 5000x -count 6 ./bench/peer | tee peer.txt
+//	go test -run '^$' -bench Peer -benchtime 10000x -count 6 ./bench/peer | tee peer.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /impl peer.txt
+//
+// bash bench/run.sh runs it in interleaved rounds instead (-count runs every sample of one
+// implementation before the other's, so a drift of the machine favours one of them).
 package peer
 
 import (
