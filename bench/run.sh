@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: every benchmark of docs/benchmarks.md, one after the other (never in parallel:
 # they share the machine). Needs Redis on 127.0.0.1:6379 (or PROXBUS_BENCH_REDIS_URL).
-#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 12 minutes)
+#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 15 minutes)
 #   bash bench/run.sh --short         # CI smoke: each benchmark once, briefly
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,12 +20,12 @@ go run ./bench/latency -c 8 -d 15s | tee "$out/latency.md"
 go run ./bench/slow | tee "$out/slow.md"
 go test -run '^$' -bench Startup -benchtime 10x ./bench/startup | tee "$out/startup.txt"
 go run ./bench/throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"
-# Peer: 12 rounds, each running both implementations at c=1 and c=8 once, in alternating order,
-# so that a drift of the machine's speed falls on both alike.
+# Peer: 12 rounds, each running every implementation at c=1 and c=8 once, in alternating
+# order, so that a drift of the machine's speed falls on all alike.
 go test -c -o "$out/peer.test" ./bench/peer
 for round in $(seq 12); do
-	impls=(proxbus watermill)
-	((round % 2)) || impls=(watermill proxbus)
+	impls=(proxbus watermill rawiterator rawconsume)
+	((round % 2)) || impls=(rawconsume rawiterator watermill proxbus)
 	for c in 1 8; do
 		for impl in "${impls[@]}"; do
 			"$out/peer.test" -test.run '^$' -test.bench "Peer/impl=$impl/c=$c\$" -test.benchtime 10000x | grep '^BenchmarkPeer'

@@ -2,6 +2,8 @@
 // JetStream subscriber (watermill-nats/v2 pkg/jetstream) on the same no-op work (issue #6,
 // part 5): both consume the same durable pull consumer on the same stream and acknowledge
 // each message with DoubleAck (Watermill with AckAsync false), c messages in flight at most.
+// Beside them, the limit of each one's way of reading the durable: nats.go's message iterator
+// (proxbus) and its Consume callbacks (Watermill), doing nothing but DoubleAck.
 // proxbus's consumer also decodes every CloudEvents envelope before its handler runs;
 // Watermill's subscriber copies headers into its message metadata. A run ends when the
 // work-queue stream is empty, which both reach only by acknowledging every message.
@@ -43,14 +45,7 @@ func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 	cfg := consumer.Config{Subjects: e.Subjects, Concurrency: c, Instance: "peer", Logger: slog.New(slog.DiscardHandler)}
 	// Its own connection, as Watermill's and as `proxbus serve` has: the harness's connection
 	// also carries the polling of the stream.
-	nc, err := nats.Connect(e.NATSURL)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	nc, js := connectJS(tb, e)
 	cons, err := consumer.New(js, cfg, noop, consumer.NewPublisher(js), events.NewEmitter(e.Subjects, "peer"))
 	if err != nil {
 		tb.Fatal(err)
@@ -107,12 +102,93 @@ func watermillSubscriber(tb testing.TB, e *harness.Env, c int) func() {
 	}
 }
 
+// connectJS opens a NATS connection of its own for one implementation.
+func connectJS(tb testing.TB, e *harness.Env) (*nats.Conn, jetstream.JetStream) {
+	tb.Helper()
+	nc, err := nats.Connect(e.NATSURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, js
+}
+
+// connect opens a connection of its own and the proxbus durable on it.
+func connect(tb testing.TB, e *harness.Env) (*nats.Conn, jetstream.Consumer) {
+	tb.Helper()
+	nc, js := connectJS(tb, e)
+	cons, err := js.Consumer(context.Background(), e.Subjects.CommandsStream(), "proxbus")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return nc, cons
+}
+
+// rawIterator is the limit of proxbus's way of reading the durable: c goroutines taking
+// messages from one nats.go message iterator (64 requested ahead, as proxbus's default) and
+// acknowledging each with DoubleAck, nothing else.
+func rawIterator(tb testing.TB, e *harness.Env, c int) func() {
+	tb.Helper()
+	nc, cons := connect(tb, e)
+	it, err := cons.Messages(jetstream.PullMaxMessages(consumer.DefaultFetchBatch))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := it.Next()
+				if err != nil {
+					return // the iterator was stopped
+				}
+				_ = m.DoubleAck(context.Background())
+			}
+		}()
+	}
+	return func() {
+		it.Stop()
+		wg.Wait()
+		nc.Close()
+	}
+}
+
+// rawConsume is the limit of Watermill's way of reading it: c nats.go Consume callbacks (one
+// per Watermill subscription) acknowledging each message with DoubleAck, nothing else.
+func rawConsume(tb testing.TB, e *harness.Env, c int) func() {
+	tb.Helper()
+	nc, cons := connect(tb, e)
+	var ccs []jetstream.ConsumeContext
+	for range c {
+		cc, err := cons.Consume(func(m jetstream.Msg) { _ = m.DoubleAck(context.Background()) })
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ccs = append(ccs, cc)
+	}
+	return func() {
+		for _, cc := range ccs {
+			cc.Stop()
+			<-cc.Closed()
+		}
+		nc.Close()
+	}
+}
+
 // BenchmarkPeer drains b.N pre-published commands through each implementation.
 func BenchmarkPeer(b *testing.B) {
 	impls := []struct {
 		name  string
 		start impl
-	}{{"proxbus", proxbusConsumer}, {"watermill", watermillSubscriber}}
+	}{
+		{"proxbus", proxbusConsumer}, {"watermill", watermillSubscriber},
+		{"rawiterator", rawIterator}, {"rawconsume", rawConsume},
+	}
 	for _, c := range []int{1, 8} {
 		for _, im := range impls {
 			b.Run(fmt.Sprintf("impl=%s/c=%d", im.name, c), func(b *testing.B) {
