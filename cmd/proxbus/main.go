@@ -187,13 +187,13 @@ func logHandler(w io.Writer, format, level string) (slog.Handler, error) {
 	switch format {
 	case "", "auto":
 		if isTerminal(w) {
-			return tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly}), nil
+			return tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly}), nil
 		}
 		return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}), nil
 	case "json":
 		return slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}), nil
 	case "text":
-		return tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: true}), nil
+		return tint.NewTextHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, NoColor: true}), nil
 	default:
 		return nil, fmt.Errorf("%w: --log-format must be auto, json or text", errUsage)
 	}

@@ -54,7 +54,6 @@ type Options struct {
 type Tracing struct {
 	sdk    *sdktrace.TracerProvider // nil when off
 	tracer trace.Tracer
-	prop   propagation.TraceContext
 }
 
 // Enabled reports whether the environment (or opts) asks for tracing; see the package

@@ -12,9 +12,8 @@ import (
 // faults can replace or drop it).
 type answer struct {
 	status int
-	reason string            // status line reason phrase; PVE puts the first line of the message here
-	body   []byte            // nil: no body (PVE's 401)
-	params map[string]string // per-parameter errors (400), for logs
+	reason string // status line reason phrase; PVE puts the first line of the message here
+	body   []byte // nil: no body (PVE's 401)
 }
 
 // contentType is pveproxy's JSON content type.
