@@ -219,7 +219,13 @@ type job struct {
 // processReleasing processes j's message and releases its slot once the handler returned, or
 // on return at the latest.
 func (c *Consumer) processReleasing(ctx context.Context, j job) {
-	handled := sync.OnceFunc(j.release)
+	released := false
+	handled := func() { // process calls it on this goroutine
+		if !released {
+			released = true
+			j.release()
+		}
+	}
 	defer handled()
 	c.process(ctx, j.msg, handled)
 }

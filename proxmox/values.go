@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/proxbus/proxbus/internal/jsonstr"
 )
 
 // The flat decoding: a PVE JSON object becomes strings the way PVE's config files hold
@@ -181,6 +182,10 @@ func readEnd(dec *jsontext.Decoder) error {
 	return nil
 }
 
+// errNotString is flatValue's error for a value that starts with a quote but is not a valid
+// JSON string.
+var errNotString = errors.New("proxmox: invalid JSON string")
+
 // flatValue renders one valid JSON value as a PVE config string; ok is false for null.
 func flatValue(v []byte) (string, bool, error) {
 	v = bytes.TrimSpace(v)
@@ -189,14 +194,9 @@ func flatValue(v []byte) (string, bool, error) {
 	}
 	switch v[0] {
 	case '"':
-		// Without an escape (and as valid UTF-8, which encoding/json would otherwise
-		// repair) a valid JSON string is the text between its quotes.
-		if bytes.IndexByte(v, '\\') < 0 && utf8.Valid(v) {
-			return string(v[1 : len(v)-1]), true, nil
-		}
-		var s string
-		if err := json.Unmarshal(v, &s); err != nil {
-			return "", false, err
+		s, ok := jsonstr.Decode(v)
+		if !ok {
+			return "", false, errNotString // the value is not quoted: it may be a secret
 		}
 		return s, true, nil
 	case 't':
