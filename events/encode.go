@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,11 +150,16 @@ func marshalEvent(ev event.Event) ([]byte, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	// The SDK's MarshalJSON writes compact, HTML-escaped JSON already; json.Marshal(ev)
-	// would only validate and compact it a second time.
-	body, err := ev.MarshalJSON()
-	if err != nil {
+	// The SDK's writer (behind its MarshalJSON) writes compact, HTML-escaped JSON already;
+	// json.Marshal(ev) would only validate and compact it a second time. Given a buffer
+	// sized for the data and the attributes, it writes without growing it.
+	buf := bytes.NewBuffer(make([]byte, 0, len(ev.DataEncoded)+eventAttributesSize))
+	if err := event.WriteJson(&ev, buf); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	return body, nil
+	return buf.Bytes(), nil
 }
+
+// eventAttributesSize is room for the JSON of an event's attributes (specversion, id,
+// source, type, time, datacontenttype, traceparent) besides its data.
+const eventAttributesSize = 512

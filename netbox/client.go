@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gonetbox "github.com/netbox-community/go-netbox/v4"
+	"github.com/proxbus/proxbus/internal/httpbody"
 )
 
 // maxBody bounds how much of an answer the client reads.
@@ -109,7 +110,7 @@ func (c *Client) send(ctx context.Context, op, method, path string, jsonBody []b
 		return nil, c.transportError(op, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	body, err := httpbody.Read(resp, maxBody)
 	if err != nil {
 		return nil, c.transportError(op, err)
 	}
@@ -134,7 +135,7 @@ func (c *Client) apiResult(op string, resp *http.Response, err error) (body []by
 		return nil, false, c.transportError(op, err)
 	}
 	if resp.Body != nil {
-		b, rerr := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+		b, rerr := httpbody.Read(resp, maxBody)
 		_ = resp.Body.Close()
 		if rerr != nil {
 			return nil, false, c.transportError(op, rerr)

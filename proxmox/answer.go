@@ -10,6 +10,8 @@ import (
 	"net/http"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/proxbus/proxbus/internal/httpbody"
 )
 
 // A request whose answer do decodes carries an *answer in its context. answerCapture, the
@@ -42,7 +44,7 @@ func (t answerCapture) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil || !ok || resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp, err
 	}
-	body, rerr := io.ReadAll(resp.Body)
+	body, rerr := httpbody.Read(resp, 0)
 	_ = resp.Body.Close()
 	if rerr != nil {
 		resp.Body = io.NopCloser(io.MultiReader(bytes.NewReader(body), errReader{rerr}))
@@ -66,7 +68,8 @@ var errEmptyAnswer = errors.New("empty answer")
 // flatMaps) is called with the raw value, anything else goes through json.Unmarshal. It
 // fails when the body is not JSON or data is null.
 func decodeAnswer(body []byte, out any) error {
-	dec := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	// A bytes.Buffer is parsed in place, without the decoder's own copy of the body.
+	dec := jsontext.NewDecoder(bytes.NewBuffer(body), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	if dec.PeekKind() != '{' {
 		return decodeWhole(body, out)
 	}
