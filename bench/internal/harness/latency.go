@@ -84,7 +84,14 @@ func (e *Env) MeasureLatency(ctx context.Context, run string, rate float64, d ti
 		}
 		l.Sorted = append(l.Sorted, at.Sub(sent[i]))
 	}
-	slices.Sort(l.Sorted)
-	l.P50, l.P99, l.P999 = Percentile(l.Sorted, 50), Percentile(l.Sorted, 99), Percentile(l.Sorted, 99.9)
-	return l, nil
+	lat := LatencyOf(l.Sorted)
+	lat.Offered, lat.Achieved, lat.Statuses = l.Offered, l.Achieved, l.Statuses
+	return lat, nil
+}
+
+// LatencyOf returns the percentiles of samples (sorted in place); the rates and statuses are
+// left zero. Samples pooled from several runs give the percentiles of all of them.
+func LatencyOf(samples []time.Duration) Latency {
+	slices.Sort(samples)
+	return Latency{Sorted: samples, P50: Percentile(samples, 50), P99: Percentile(samples, 99), P999: Percentile(samples, 99.9)}
 }
