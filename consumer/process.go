@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/beat"
 )
 
 // process handles one delivery from start to its final ack, nak or term, heartbeating
@@ -60,36 +60,16 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg, handled 
 	c.apply(context.WithoutCancel(hctx), msg, o, cmd, at, d)
 }
 
-// heartbeat sends InProgress for msg every Heartbeat until the returned stop is called. No
-// goroutine runs between beats (each beat is a timer callback), so a message settled before
-// its first beat costs one timer. stop waits for a beat in progress to end, and no beat
-// starts after it returned; it may be called more than once.
+// heartbeat sends InProgress for msg every Heartbeat until the returned stop is called (see
+// [beat.Start]: a message settled before its first beat costs one timer; stop waits for a
+// beat in progress, and no beat starts after it returned).
 func (c *Consumer) heartbeat(msg jetstream.Msg) (stop func()) {
-	var (
-		mu      sync.Mutex
-		stopped bool
-		t       *time.Timer
-	)
-	beat := func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if stopped {
-			return
-		}
+	return beat.Start(c.cfg.Heartbeat, func() bool {
 		if err := msg.InProgress(); err != nil {
 			c.log.Warn("in-progress heartbeat failed", "subject", msg.Subject(), "err", err)
 		}
-		t.Reset(c.cfg.Heartbeat)
-	}
-	mu.Lock()
-	t = time.AfterFunc(c.cfg.Heartbeat, beat)
-	mu.Unlock()
-	return func() {
-		mu.Lock()
-		defer mu.Unlock()
-		stopped = true
-		t.Stop()
-	}
+		return true
+	})
 }
 
 // settling is a delivery whose heartbeat stops just before it is settled (acked, nak'ed or

@@ -196,13 +196,20 @@ type rtEnv struct {
 
 func newRTEnv(t *testing.T) *rtEnv {
 	t.Helper()
+	return newRTEnvWith(t, store.Options{})
+}
+
+// newRTEnvWith is newRTEnv with the store's options (its key prefix is the test's own).
+func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
+	t.Helper()
 	e := &rtEnv{redis: &redisCounter{}, pub: &collector{}}
 	r := testenv.StartRedis(t)
 	opts := r.Client.Options()
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(e.redis)
-	st := store.New(rdb, store.Options{Prefix: r.Prefix})
+	so.Prefix = r.Prefix
+	st := store.New(rdb, so)
 
 	e.pve = simpve.New(simpve.Options{Scenario: "demo", TaskDuration: -1})
 	e.pveLog = &httpLog{next: e.pve.Handler()}
@@ -327,5 +334,28 @@ func assertPrefixes(t *testing.T, kind string, got, want []string) {
 		if !strings.HasPrefix(got[i], want[i]) {
 			t.Errorf("%s request %d: %q, want %q…", kind, i+1, got[i], want[i])
 		}
+	}
+}
+
+// TestLeaseRenewedWhileCommandRuns: a command running for many lease lifetimes keeps its lease
+// (one renewal script every third of the TTL) and completes as the lease's owner; the
+// renewals stop with the command.
+func TestLeaseRenewedWhileCommandRuns(t *testing.T) {
+	t.Parallel()
+	const ttl = 150 * time.Millisecond
+	e := newRTEnvWith(t, store.Options{LeaseTTL: ttl})
+	e.run(t, "vm.start", "warm-lease", `{"vm":"103"}`, 200, ResultOK)
+	e.redis.take()
+
+	e.pve.SetTaskDuration(6 * ttl) // the start task outlives the lease six times over
+	e.run(t, "vm.start", "long-lease", `{"vm":"101"}`, 200, ResultOK)
+	got := e.redis.take()
+	// claim and complete, plus the renewals in between
+	if renewals := len(got) - 2; renewals < 6 {
+		t.Errorf("%d Redis round trips %q: %d renewals, want at least 6 over six lease lifetimes", len(got), got, renewals)
+	}
+	time.Sleep(2 * ttl)
+	if after := e.redis.take(); len(after) != 0 {
+		t.Errorf("Redis round trips after the command ended: %q, want none (renewals stop with it)", after)
 	}
 }

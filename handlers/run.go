@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/beat"
 	"github.com/proxbus/proxbus/netbox"
 	"github.com/proxbus/proxbus/proxmox"
 	"github.com/proxbus/proxbus/redact"
@@ -367,35 +368,22 @@ func (r *run) release(ctx context.Context, lease store.Lease) {
 }
 
 // keepLease renews the command's lease, its Idempotency-Key record and its guards (one Redis
-// script) until the returned stop is called (which waits for the renewer to end).
+// script) every third of the lease TTL until the returned stop is called (which waits for a
+// renewal in progress) or the lease is gone. No goroutine waits between renewals.
 func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
-	every := r.p.cfg.Store.Options().LeaseTTL / 3
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				err := r.p.cfg.Store.Renew(ctx, lease)
-				switch {
-				case errors.Is(err, store.ErrLeaseLost):
-					return // completed (or taken over): nothing left to keep alive
-				case errors.Is(err, store.ErrGuardLost):
-					// the claim's own fencing keeps the command's records safe
-					r.log.Warn("store: a guard expired and was taken by another command", "err", err)
-				case err != nil:
-					r.log.Warn("store: lease renewal failed", "err", err)
-				}
-			}
+	return beat.Start(r.p.cfg.Store.Options().LeaseTTL/3, func() bool {
+		err := r.p.cfg.Store.Renew(ctx, lease)
+		switch {
+		case errors.Is(err, store.ErrLeaseLost):
+			return false // completed (or taken over): nothing left to keep alive
+		case errors.Is(err, store.ErrGuardLost):
+			// the claim's own fencing keeps the command's records safe
+			r.log.Warn("store: a guard expired and was taken by another command", "err", err)
+		case err != nil:
+			r.log.Warn("store: lease renewal failed", "err", err)
 		}
-	}()
-	return func() { close(done); wg.Wait() }
+		return true
+	})
 }
 
 func (r *run) key() store.CommandKey { return store.CommandKey{Source: r.cmd.Source, ID: r.cmd.ID} }
