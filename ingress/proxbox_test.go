@@ -23,6 +23,21 @@ type fakePipeline struct {
 	mu       sync.Mutex
 	commands []events.Command
 	byKey    map[string]events.Result
+	// stopped and inflight let the test's cleanup wait for answers being published: the front
+	// may see a result (and the test end) before its publisher has the stream's ack.
+	stopped  bool
+	inflight sync.WaitGroup
+}
+
+// begin reports whether a command may still be answered, counting it in flight if so.
+func (f *fakePipeline) begin() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.stopped {
+		return false
+	}
+	f.inflight.Add(1)
+	return true
 }
 
 func (f *fakePipeline) received() []events.Command {
@@ -36,6 +51,10 @@ func startFakePipeline(t *testing.T, h *harness) *fakePipeline {
 	f := &fakePipeline{byKey: map[string]events.Result{}}
 	emitter := events.NewEmitter(h.subjects, "fake")
 	sub, err := h.nats.Conn.Subscribe(h.subjects.CommandsFilter(), func(m *nats.Msg) {
+		if !f.begin() {
+			return
+		}
+		defer f.inflight.Done()
 		cmd, err := events.Decode(m.Subject, m.Header, m.Data, h.subjects)
 		if err != nil {
 			t.Errorf("fake pipeline: command does not decode: %v", err)
@@ -71,7 +90,13 @@ func startFakePipeline(t *testing.T, h *harness) *fakePipeline {
 	if err != nil {
 		t.Fatalf("fake pipeline: %v", err)
 	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	t.Cleanup(func() {
+		f.mu.Lock()
+		f.stopped = true
+		f.mu.Unlock()
+		_ = sub.Unsubscribe()
+		f.inflight.Wait() // before the harness closes the connection
+	})
 	return f
 }
 

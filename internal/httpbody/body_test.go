@@ -44,20 +44,6 @@ func TestRead(t *testing.T) {
 	}
 }
 
-func TestReadStatedLengthAllocatesOnce(t *testing.T) {
-	body := strings.Repeat("y", 3000)
-	allocs := testing.AllocsPerRun(50, func() {
-		resp := &http.Response{Body: io.NopCloser(strings.NewReader(body)), ContentLength: int64(len(body))}
-		if _, err := Read(resp, 0); err != nil {
-			t.Fatal(err)
-		}
-	})
-	// The buffer, plus the response and reader the closure itself builds.
-	if allocs > 4 {
-		t.Errorf("Read with a stated length: %.0f allocations per run, want at most 4", allocs)
-	}
-}
-
 func TestReadError(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("connection reset")
