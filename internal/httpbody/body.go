@@ -3,7 +3,6 @@
 package httpbody
 
 import (
-	"bytes"
 	"io"
 	"net/http"
 )
@@ -21,9 +20,20 @@ func Read(resp *http.Response, limit int64) ([]byte, error) {
 	if n < 0 || (limit > 0 && n > limit) {
 		return io.ReadAll(r)
 	}
-	// One byte more than stated, so reading to EOF needs no growth; a body longer than
-	// stated still reads whole (the transport reports such a mismatch itself).
-	buf := bytes.NewBuffer(make([]byte, 0, n+1))
-	_, err := buf.ReadFrom(r)
-	return buf.Bytes(), err
+	// One byte more than stated, so the read that finds the end needs no growth; a body
+	// longer than stated still reads whole (the transport reports such a mismatch itself).
+	buf := make([]byte, 0, n+1)
+	for {
+		m, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+m]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)] // longer than stated: grow as append does
+		}
+	}
 }
