@@ -10,6 +10,7 @@ import (
 	"time"
 
 	gonetbox "github.com/netbox-community/go-netbox/v4"
+
 	"github.com/proxbus/proxbus/internal/httpbody"
 )
 
