@@ -9,10 +9,13 @@ import (
 )
 
 // Start calls f every interval, the first time one interval from now, until the returned stop
-// is called or f returns false. The next interval starts when a call returns, so calls never
+// is called or f returns false; an interval of zero or less never calls f. The next interval starts when a call returns, so calls never
 // overlap. stop waits for a call in progress to return, and no call starts after stop
 // returned; stop may be called more than once, also after f returned false.
 func Start(interval time.Duration, f func() (again bool)) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
 	var (
 		mu      sync.Mutex
 		stopped bool

@@ -79,3 +79,16 @@ func TestStopBeforeFirstBeat(t *testing.T) {
 		t.Errorf("%d beats after a stop before the first, want none", got)
 	}
 }
+
+func TestStartWithoutIntervalNeverCalls(t *testing.T) {
+	t.Parallel()
+	for _, interval := range []time.Duration{0, -time.Second} {
+		var calls atomic.Int32
+		stop := Start(interval, func() bool { calls.Add(1); return true })
+		time.Sleep(10 * time.Millisecond)
+		stop()
+		if got := calls.Load(); got != 0 {
+			t.Errorf("interval %s: %d calls, want none", interval, got)
+		}
+	}
+}

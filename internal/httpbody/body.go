@@ -7,17 +7,21 @@ import (
 	"net/http"
 )
 
+// maxPresize bounds the buffer sized up front from a stated Content-Length: a larger stated
+// length is not trusted with an allocation before its bytes arrive.
+const maxPresize = 4 << 20
+
 // Read reads at most limit bytes of resp's body (all of it when limit is 0 or less) and
 // returns them; it does not close the body. When the answer states a Content-Length within
-// the limit, the buffer is sized for it up front instead of grown while reading. It returns
-// what was read with the reader's error when reading fails.
+// the limit and within 4 MiB, the buffer is sized for it up front instead of grown while
+// reading. It returns what was read with the reader's error when reading fails.
 func Read(resp *http.Response, limit int64) ([]byte, error) {
 	var r io.Reader = resp.Body
 	if limit > 0 {
 		r = io.LimitReader(resp.Body, limit)
 	}
 	n := resp.ContentLength
-	if n < 0 || (limit > 0 && n > limit) {
+	if n < 0 || n > maxPresize || (limit > 0 && n > limit) {
 		return io.ReadAll(r)
 	}
 	// One byte more than stated, so the read that finds the end needs no growth; a body

@@ -25,6 +25,7 @@ func TestRead(t *testing.T) {
 		{"limit below unknown length", -1, 100, body[:100]},
 		{"limit above length", 1000, 4096, body},
 		{"empty", 0, 0, ""},
+		{"stated length not trusted with an allocation", 1 << 40, 0, body},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
