@@ -19,7 +19,7 @@ go run ./bench/throughput -n 1500 -rounds 8 -c 1,8,64 | tee "$out/throughput.md"
 go run ./bench/latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
 go run ./bench/slow | tee "$out/slow.md"
 go test -run '^$' -bench Startup -benchtime 10x ./bench/startup | tee "$out/startup.txt"
-go test -run '^$' -bench 'Process|Emit|Decode' -benchmem -count 3 ./consumer ./events ./proxmox | tee "$out/micro.txt"
+go test -run '^$' -bench 'Process|Emit|Decode|Prepare|Fingerprint' -benchmem -count 3 ./consumer ./events ./proxmox ./handlers | tee "$out/micro.txt"
 go run ./bench/throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"
 # Peer: 12 rounds, each running every implementation at c=1 and c=8 once, in alternating
 # order, so that a drift of the machine's speed falls on all alike.

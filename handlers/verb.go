@@ -2,14 +2,10 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"sort"
 
 	"github.com/proxbus/proxbus/proxmox"
-	"github.com/proxbus/proxbus/redact"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -147,24 +143,6 @@ func (s Spec[In]) bind(in In) (prepared, error) {
 		}
 	}
 	return p, nil
-}
-
-// fingerprint is sha256 of the canonical JSON of in with every secret-named field removed.
-func fingerprint(in any) (string, error) {
-	raw, err := json.Marshal(in)
-	if err != nil {
-		return "", fmt.Errorf("fingerprint: %w", err)
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", fmt.Errorf("fingerprint: %w", err)
-	}
-	canon, err := json.Marshal(redact.Strip(v)) // map keys are sorted by encoding/json
-	if err != nil {
-		return "", fmt.Errorf("fingerprint: %w", err)
-	}
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:]), nil
 }
 
 // Registry maps verb names to verbs.
