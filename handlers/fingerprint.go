@@ -23,7 +23,8 @@ import (
 // Idempotency-Key records, so this form must never change: a stored fingerprint that no
 // longer matched its own command's would turn a redelivery into idempotency_key_reused.
 //
-// It returns an error only when in cannot be encoded as JSON.
+// It returns an error when in cannot be encoded as JSON, or its JSON not decoded into an any
+// (a json.Number beyond a float64's range).
 func fingerprint(in any) (string, error) {
 	raw, err := json.Marshal(in)
 	if err != nil {
