@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # bench/run.sh: every benchmark of docs/benchmarks.md, one after the other (never in parallel:
 # they share the machine). Needs Redis on 127.0.0.1:6379 (or PROXBUS_BENCH_REDIS_URL).
-#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 16 minutes)
+#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 9 minutes)
 #   bash bench/run.sh --short         # CI smoke: each benchmark once, briefly
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--short" ]]; then
 	go test -run '^$' -bench . -benchtime 1x ./bench/pipeline ./bench/startup ./bench/peer
 	go run ./bench/throughput -short
+	go run ./bench/timeline -short
 	go run ./bench/latency -short
 	go run ./bench/slow -short
 	exit 0
@@ -16,6 +17,7 @@ out="${1:-bench-results}"
 mkdir -p "$out"
 { uname -a; nproc; grep -m1 'model name' /proc/cpuinfo || true; go version; uptime; } >"$out/machine.txt"
 go run ./bench/throughput -n 1500 -rounds 8 -c 1,8,64 | tee "$out/throughput.md"
+go run ./bench/timeline -n 1000 -rounds 4 | tee "$out/timeline.md"
 go run ./bench/latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
 go run ./bench/slow | tee "$out/slow.md"
 go test -run '^$' -bench Startup -benchtime 10x ./bench/startup | tee "$out/startup.txt"

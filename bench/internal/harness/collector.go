@@ -14,7 +14,8 @@ import (
 // arrived and with which status; it also counts step events. Raw runs, which publish no
 // events, report completions with [Collector.Mark]. Safe for concurrent use.
 type Collector struct {
-	sub *nats.Subscription
+	subs     []*nats.Subscription
+	timeline *Timeline
 
 	mu        sync.Mutex
 	want      int
@@ -30,10 +31,12 @@ type Collector struct {
 }
 
 // NewCollector subscribes (core NATS) to every event of e and waits for want results.
-// onResult, when set, is called once per result (on the subscription's goroutine).
+// onResult, when set, is called once per result (on the subscription's goroutine). With a
+// timeline it marks every event it sees ("step", "result") and every acknowledgement of a
+// command ("ack +ACK", "ack +WPI", …).
 func (e *Env) NewCollector(want int, onResult func(ref string)) (*Collector, error) {
 	c := &Collector{want: want, results: make(map[string]time.Time, want), statuses: map[int]int{},
-		done: make(chan struct{}), onResult: onResult}
+		done: make(chan struct{}), onResult: onResult, timeline: e.Timeline}
 	if want == 0 {
 		close(c.done)
 	}
@@ -41,12 +44,24 @@ func (e *Env) NewCollector(want int, onResult func(ref string)) (*Collector, err
 	if err != nil {
 		return nil, fmt.Errorf("subscribe events: %w", err)
 	}
+	c.subs = append(c.subs, sub)
 	_ = sub.SetPendingLimits(-1, -1)
+	if c.timeline != nil {
+		// The only durable of the Env is the commands consumer: every ack is a command's.
+		acks, err := e.NC.Subscribe("$JS.ACK.>", func(m *nats.Msg) {
+			kind, _, _ := strings.Cut(string(m.Data), " ")
+			c.timeline.Mark("ack " + kind)
+		})
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("subscribe acks: %w", err)
+		}
+		c.subs = append(c.subs, acks)
+	}
 	if err := e.NC.Flush(); err != nil {
-		_ = sub.Unsubscribe()
+		c.Close()
 		return nil, fmt.Errorf("flush: %w", err)
 	}
-	c.sub = sub
 	return c, nil
 }
 
@@ -61,10 +76,12 @@ type eventData struct {
 func (c *Collector) event(m *nats.Msg) {
 	switch {
 	case strings.HasSuffix(m.Subject, ".step"):
+		c.timeline.Mark("step")
 		c.mu.Lock()
 		c.steps++
 		c.mu.Unlock()
 	case strings.HasSuffix(m.Subject, ".result"):
+		c.timeline.Mark("result")
 		var ev eventData
 		_ = json.Unmarshal(m.Data, &ev)
 		ref := strings.TrimSuffix(m.Subject[strings.Index(m.Subject, ".evt.")+len(".evt."):], ".result")
@@ -148,7 +165,7 @@ func (c *Collector) Arrival(ref string) (time.Time, bool) {
 
 // Close unsubscribes.
 func (c *Collector) Close() {
-	if c.sub != nil {
-		_ = c.sub.Unsubscribe()
+	for _, sub := range c.subs {
+		_ = sub.Unsubscribe()
 	}
 }

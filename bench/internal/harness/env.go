@@ -38,6 +38,9 @@ type Options struct {
 	CountRedis bool
 	// PVETaskDuration is how long the simulator's tasks run; 0 or negative: they end at once.
 	PVETaskDuration time.Duration
+	// Timeline records when requests reach the simulators, Redis and the broker
+	// ([Env.Timeline]); it implies CountRedis (the proxy is where Redis commands are seen).
+	Timeline bool
 }
 
 // Env is one isolated deployment: an embedded JetStream server, both simulators on loopback
@@ -62,6 +65,8 @@ type Env struct {
 	RedisPrefix string
 	// RedisCount counts commands when Options.CountRedis is set, else nil.
 	RedisCount *RedisCounter
+	// Timeline records the run's requests when Options.Timeline is set, else nil.
+	Timeline *Timeline
 
 	logOnce  sync.Once
 	logFile  *os.File
@@ -97,8 +102,11 @@ func Start(opts Options) (_ *Env, err error) {
 		return nil, fmt.Errorf("%w at %s: %w", ErrNoRedis, opts.RedisURL, err)
 	}
 	e.RedisURL, e.RedisPrefix = opts.RedisURL, "proxbus-bench-"+randomHex(6)
-	if opts.CountRedis {
-		if e.RedisCount, err = StartRedisCounter(ropts.Addr); err != nil {
+	if opts.Timeline {
+		e.Timeline = &Timeline{}
+	}
+	if opts.CountRedis || opts.Timeline {
+		if e.RedisCount, err = StartRedisCounter(ropts.Addr, e.Timeline); err != nil {
 			return nil, err
 		}
 		e.RedisURL = fmt.Sprintf("redis://%s/%d", e.RedisCount.Addr(), ropts.DB)
@@ -123,12 +131,12 @@ func Start(opts Options) (_ *Env, err error) {
 		dur = -1
 	}
 	e.PVE = simpve.New(simpve.Options{Scenario: simpve.ScenarioDemo, TaskDuration: dur})
-	e.PVECount = NewHTTPCounter()
+	e.PVECount = NewHTTPCounter(e.Timeline)
 	if e.PVEURL, err = e.serve(e.PVECount.Wrap(e.PVE.Handler())); err != nil {
 		return nil, err
 	}
 	e.NetBox = simnetbox.New(simnetbox.Options{Scenario: simnetbox.ScenarioDemo})
-	e.NetBoxCount = NewHTTPCounter()
+	e.NetBoxCount = NewHTTPCounter(e.Timeline)
 	if e.NetBoxURL, err = e.serve(e.NetBoxCount.Wrap(e.NetBox.Handler())); err != nil {
 		return nil, err
 	}

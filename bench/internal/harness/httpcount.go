@@ -13,21 +13,27 @@ import (
 // (every path segment that starts with a digit becomes "{n}", so /api/extras/journal-entries/17/
 // counts as /api/extras/journal-entries/{n}/). Safe for concurrent use.
 type HTTPCounter struct {
-	mu     sync.Mutex
-	counts map[string]int
+	timeline *Timeline
+	mu       sync.Mutex
+	counts   map[string]int
 }
 
-// NewHTTPCounter returns an empty counter.
-func NewHTTPCounter() *HTTPCounter { return &HTTPCounter{counts: map[string]int{}} }
+// NewHTTPCounter returns an empty counter. With a timeline it also marks each request's
+// arrival ("GET /path in") and the return of its handler ("GET /path out").
+func NewHTTPCounter(tl *Timeline) *HTTPCounter {
+	return &HTTPCounter{timeline: tl, counts: map[string]int{}}
+}
 
 // Wrap returns next with every request counted before it is served.
 func (c *HTTPCounter) Wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		key := r.Method + " " + pattern(r.URL.Path)
+		c.timeline.Mark(key + " in")
 		c.mu.Lock()
 		c.counts[key]++
 		c.mu.Unlock()
 		next.ServeHTTP(w, r)
+		c.timeline.Mark(key + " out")
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 type RedisCounter struct {
 	ln       net.Listener
 	upstream string
+	timeline *Timeline
 
 	mu     sync.Mutex
 	counts map[string]int
@@ -26,12 +27,13 @@ type RedisCounter struct {
 }
 
 // StartRedisCounter listens on a free loopback port and forwards to upstream (host:port).
-func StartRedisCounter(upstream string) (*RedisCounter, error) {
+// With a timeline it also marks each command's arrival ("redis EVALSHA").
+func StartRedisCounter(upstream string, tl *Timeline) (*RedisCounter, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("redis counter: %w", err)
 	}
-	rc := &RedisCounter{ln: ln, upstream: upstream, counts: map[string]int{}, conns: map[net.Conn]struct{}{}}
+	rc := &RedisCounter{ln: ln, upstream: upstream, timeline: tl, counts: map[string]int{}, conns: map[net.Conn]struct{}{}}
 	rc.wg.Add(1)
 	go rc.accept()
 	return rc, nil
@@ -109,6 +111,7 @@ func (rc *RedisCounter) forward(server io.Writer, client io.Reader) error {
 		if err != nil {
 			return err
 		}
+		rc.timeline.Mark("redis " + name)
 		rc.mu.Lock()
 		rc.counts[name]++
 		rc.mu.Unlock()
