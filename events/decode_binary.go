@@ -2,7 +2,6 @@ package events
 
 import (
 	"bytes"
-	"encoding/json"
 )
 
 // readBinary extracts a binary-mode envelope: known attributes from the ce-* headers found by
@@ -29,7 +28,7 @@ func readBinary(hs *headerScan, body []byte) envelope {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return env
 	}
-	if !json.Valid(body) {
+	if !validJSON(body) {
 		env.dataReason = reasonDataNotJSON
 		return env
 	}

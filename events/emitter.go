@@ -88,7 +88,7 @@ func (e Emitter) Result(o Origin, r Result) (Result, *nats.Msg, error) {
 	}
 	r.Detail = redact.Text(r.Detail)
 	if len(r.Output) > 0 {
-		if !json.Valid(r.Output) {
+		if !validJSON(r.Output) {
 			return r, nil, fmt.Errorf("%w: result output is not JSON", ErrEncode)
 		}
 		if hasSecretKey(r.Output) {

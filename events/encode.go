@@ -2,7 +2,6 @@ package events
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -136,7 +135,7 @@ func normalize(c Command) (Command, error) {
 		problem = "traceparent is not a W3C traceparent"
 	case !utf8Valid(c.Subject, c.Actor):
 		problem = "subject or actor is not valid UTF-8"
-	case c.Data != nil && !json.Valid(c.Data):
+	case c.Data != nil && !validJSON(c.Data):
 		problem = reasonDataNotJSON
 	}
 	if problem != "" {
