@@ -63,7 +63,7 @@ type Env struct {
 	RedisURL string
 	// RedisPrefix is unique to this Env; Close deletes every key under it.
 	RedisPrefix string
-	// RedisCount counts commands when Options.CountRedis is set, else nil.
+	// RedisCount counts commands when Options.CountRedis or Options.Timeline is set, else nil.
 	RedisCount *RedisCounter
 	// Timeline records the run's requests when Options.Timeline is set, else nil.
 	Timeline *Timeline
