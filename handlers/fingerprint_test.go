@@ -75,7 +75,7 @@ func TestFingerprintMatchesRoundTrip(t *testing.T) {
 		"everything": input{
 			Zed: "z", Alpha: "<a&b>\u2028\u2029\"\\\n\t\x01é😀", Password: "p", Port: 8007, Big: math.MaxUint64,
 			Neg: -42, Nodes: []string{"b", "a"}, Nested: nested{Token: "t", B: 1, Ratio: 0.1},
-			List:   []nested{{B: 2, Ratio: 1e21}, {B: 3, Ratio: 1e-7}, {Ratio: -0.0}},
+			List:   []nested{{B: 2, Ratio: 1e21}, {B: 3, Ratio: 1e-7}, {Ratio: math.Copysign(0, -1)}},
 			Labels: map[string]string{"z": "1", "a&b": "2", "é": "3", "API_TOKEN": "x", "PassWord2": "y"},
 			Raw:    json.RawMessage(`{"b": [1.0, 2e3, -0, 123456789012345678], "a": {"secret": 1, "x": null}}`),
 			Num:    "1.50", Ptr: &seven, Flag: true,
