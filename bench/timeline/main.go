@@ -12,13 +12,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"flag"
 	"fmt"
 	"log"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/proxbus/proxbus/bench/internal/harness"
@@ -138,7 +136,5 @@ func median(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "–"
 	}
-	s := slices.Clone(ds)
-	slices.SortFunc(s, cmp.Compare)
-	return fmt.Sprintf("%d µs", s[len(s)/2].Microseconds())
+	return fmt.Sprintf("%d µs", harness.MedianDuration(ds).Microseconds())
 }

@@ -80,6 +80,10 @@ func TestPercentileAndMedian(t *testing.T) {
 	if got := Median([]float64{3, 1, 2, 10}); got != 2.5 {
 		t.Errorf("median = %v, want 2.5", got)
 	}
+	unsorted := []time.Duration{3, 1, 4, 2}
+	if got := MedianDuration(unsorted); got != 2 || unsorted[0] != 3 {
+		t.Errorf("median duration = %s (input now %v), want 2ns and the input unchanged", got, unsorted)
+	}
 	if got := Percentile(nil, 50); got != 0 {
 		t.Errorf("percentile of nothing = %s", got)
 	}

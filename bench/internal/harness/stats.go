@@ -22,6 +22,14 @@ func Median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// MedianDuration returns the median of ds (the 50th percentile by nearest rank; 0 for none),
+// leaving ds as it is.
+func MedianDuration(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return Percentile(s, 50)
+}
+
 // Percentile returns the p-th percentile (0 < p ≤ 100) of sorted by the nearest-rank method.
 func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {

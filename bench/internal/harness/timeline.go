@@ -83,9 +83,7 @@ func Transitions(marks []TimelineMark, start string) []Transition {
 	for key, tr := range byPair {
 		out = append(out, *tr)
 		if len(tr.Offsets) > 0 {
-			o := slices.Clone(tr.Offsets)
-			slices.Sort(o)
-			offset[key] = o[len(o)/2]
+			offset[key] = MedianDuration(tr.Offsets)
 		}
 	}
 	slices.SortFunc(out, func(a, b Transition) int {
