@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/beat"
 )
 
 // ErrAlreadyRunning is returned by [Consumer.Run] when Run is already running on the same
@@ -21,7 +22,7 @@ var ErrAlreadyRunning = errors.New("consumer: already running")
 
 // opTimeout bounds each JetStream operation done on behalf of a message after its handler
 // returned (publishing a dead letter or result, acking), which must not be abandoned on
-// shutdown.
+// shutdown. An ack gets between opTimeout/2 and opTimeout (see ackDeadline).
 const opTimeout = 10 * time.Second
 
 // Consumer pulls commands from the durable consumer and dispatches them to a Handler with a
@@ -39,6 +40,8 @@ type Consumer struct {
 	// maxDeliver is the durable's MaxDeliver as the server has it, read by Run before any
 	// worker starts (0 = unlimited).
 	maxDeliver int
+	// acks gives every DoubleAck its deadline (opTimeout at most).
+	acks ackDeadline
 }
 
 // New returns a Consumer for the durable cfg.Durable on the commands stream. It does not
@@ -56,7 +59,7 @@ func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher, em event
 	if cfg.Instance != "" {
 		log = log.With("instance", cfg.Instance)
 	}
-	return &Consumer{js: js, cfg: cfg, handler: h, pub: pub, em: em, log: log}, nil
+	return &Consumer{js: js, cfg: cfg, handler: h, pub: pub, em: em, log: log, acks: ackDeadline{timeout: opTimeout}}, nil
 }
 
 // Ready reports whether Run is pulling commands: true once Run has opened its pull
@@ -99,14 +102,34 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return c.startFailed(ctx, err)
 	}
 
-	var workers sync.WaitGroup
-	c.fetchLoop(ctx, cons, &workers)
-	c.ready.Store(false)
-	c.log.Info("draining: waiting for in-flight commands")
-	workers.Wait()
+	c.consume(ctx, cons, nil)
 	adv.stop()
 	c.log.Info("drained")
 	return nil
+}
+
+// consume dispatches the durable's messages to workers until ctx is done (fetchLoop), then
+// waits for every worker to settle its message. The messages in flight are heartbeated until
+// they are settled, also while draining. fetched, when not nil, is called once fetching has
+// ended, before the wait.
+func (c *Consumer) consume(ctx context.Context, cons jetstream.Consumer, fetched func()) {
+	beats := beat.NewGroup(c.cfg.Heartbeat)
+	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+	var beating sync.WaitGroup
+	beating.Go(func() { beats.Run(beatCtx) })
+	defer func() {
+		stopBeats()
+		beating.Wait()
+	}()
+
+	var workers sync.WaitGroup
+	c.fetchLoop(ctx, cons, beats, &workers)
+	if fetched != nil {
+		fetched()
+	}
+	c.log.Info("draining: waiting for in-flight commands")
+	workers.Wait()
+	c.acks.release()
 }
 
 // startFailed is Run's result when it could not start: nil when ctx was already done (there
@@ -160,12 +183,15 @@ func (c *Consumer) openStreams(ctx context.Context) (streamSet, error) {
 // A failed iterator marks the consumer not ready and is replaced after a backoff. When ctx is
 // done fetchLoop stops pulling, marks the consumer not ready, naks every message the iterator
 // still delivers (immediate redelivery elsewhere) and returns; workers may still be running.
-func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, workers *sync.WaitGroup) {
+func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, beats *beat.Group, workers *sync.WaitGroup) {
 	defer c.ready.Store(false)
 	l := &leadership{
-		c: c, ctx: ctx, wg: workers,
-		fetch: &fetcher{c: c, ctx: ctx, cons: cons, slots: make(chan struct{}, c.cfg.Concurrency)},
-		turn:  make(chan struct{}), done: make(chan struct{}),
+		c: c, ctx: ctx, wg: workers, beats: beats,
+		fetch: &fetcher{
+			c: c, ctx: ctx, cons: cons, slots: make(chan struct{}, c.cfg.Concurrency),
+			wait: []jetstream.NextOpt{jetstream.NextMaxWait(c.cfg.FetchWait)},
+		},
+		turn: make(chan struct{}), done: make(chan struct{}),
 	}
 	workers.Add(1)
 	go l.work()
@@ -179,6 +205,8 @@ type leadership struct {
 	ctx   context.Context
 	wg    *sync.WaitGroup
 	fetch *fetcher
+	// beats heartbeats the messages being handled: each worker has a slot in it.
+	beats *beat.Group
 	// turn passes the reading to an idle worker.
 	turn chan struct{}
 	// done is closed by the reader when fetching has ended; workers then return.
@@ -189,6 +217,8 @@ type leadership struct {
 // turn, until fetching has ended.
 func (l *leadership) work() {
 	defer l.wg.Done()
+	beats := l.beats.Slot()
+	defer beats.Close()
 	for {
 		j, ok := l.fetch.next()
 		if !ok {
@@ -201,7 +231,7 @@ func (l *leadership) work() {
 			l.wg.Add(1)
 			go l.work()
 		}
-		l.c.processReleasing(l.ctx, j)
+		l.c.processReleasing(l.ctx, beats, j)
 		select {
 		case <-l.turn:
 		case <-l.done:
@@ -216,9 +246,9 @@ type job struct {
 	release func()
 }
 
-// processReleasing processes j's message and releases its slot once the handler returned, or
-// on return at the latest.
-func (c *Consumer) processReleasing(ctx context.Context, j job) {
+// processReleasing processes j's message, heartbeating from beats, and releases its worker
+// slot once the handler returned, or on return at the latest.
+func (c *Consumer) processReleasing(ctx context.Context, beats *beat.Slot, j job) {
 	released := false
 	handled := func() { // process calls it on this goroutine
 		if !released {
@@ -227,7 +257,7 @@ func (c *Consumer) processReleasing(ctx context.Context, j job) {
 		}
 	}
 	defer handled()
-	c.process(ctx, j.msg, handled)
+	c.process(ctx, beats, j.msg, handled)
 }
 
 // fetcher reads the durable through a message iterator, opening a new one when it fails. It
@@ -237,6 +267,9 @@ type fetcher struct {
 	ctx   context.Context
 	cons  jetstream.Consumer
 	slots chan struct{}
+
+	// wait is Next's options while the consumer is not ready.
+	wait []jetstream.NextOpt
 
 	it        jetstream.MessagesContext // nil when none is open
 	stopDrain func() bool               // stops the drain of it on ctx's cancellation
@@ -277,7 +310,7 @@ func (f *fetcher) next() (job, bool) {
 				<-f.slots
 			}
 		}
-		msg, err := f.it.Next(jetstream.NextMaxWait(c.cfg.FetchWait))
+		msg, err := f.it.Next(f.nextOpts()...)
 		switch {
 		case err == nil:
 		case errors.Is(err, nats.ErrTimeout): // idle and healthy
@@ -312,6 +345,17 @@ func (f *fetcher) next() (job, bool) {
 		}
 		return job{msg: msg, release: release}, true
 	}
+}
+
+// nextOpts are the options of the iterator's next Next: none while the consumer is ready,
+// and a wait of FetchWait while it is not, so that an idle consumer whose iterator recovered
+// from an error is marked ready again. Next without a wait costs no timer; a ready consumer
+// still learns of every failure from Next itself (a missed heartbeat, the iterator's end).
+func (f *fetcher) nextOpts() []jetstream.NextOpt {
+	if f.c.ready.Load() {
+		return nil
+	}
+	return f.wait
 }
 
 // open opens a message iterator, drained when ctx is cancelled, and marks the consumer ready.

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/beat"
 )
 
 // The tests in this file drive fetchLoop with a fake jetstream.Consumer whose message
@@ -36,14 +37,36 @@ type fakeIter struct {
 	mu     sync.Mutex
 	taken  int                 // messages returned by Next
 	onTake func(jetstream.Msg) // when set, called by Next with each message it returns
+	// bounded and unbounded count the calls of Next with and without a wait.
+	bounded, unbounded int
 }
 
-func (it *fakeIter) Next(...jetstream.NextOpt) (jetstream.Msg, error) {
+// nextCalls returns how many times Next was called with a wait and without one.
+func (it *fakeIter) nextCalls() (bounded, unbounded int) {
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	return it.bounded, it.unbounded
+}
+
+func (it *fakeIter) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
+	// The consumer passes no option but NextMaxWait: with it, Next ends with nats.ErrTimeout
+	// when nothing comes within a few milliseconds, as an idle healthy iterator does.
+	var timeout <-chan time.Time
+	it.mu.Lock()
+	if len(opts) > 0 {
+		it.bounded++
+		timeout = time.After(5 * time.Millisecond)
+	} else {
+		it.unbounded++
+	}
+	it.mu.Unlock()
 	select {
 	case m := <-it.msgs:
 		return it.take(m), nil
 	case err := <-it.errs:
 		return nil, err
+	case <-timeout:
+		return nil, nats.ErrTimeout
 	case <-it.closed:
 		select {
 		case m := <-it.msgs:
@@ -215,10 +238,7 @@ func startLoop(t *testing.T, fake *fakeConsumer, mutate func(*Config), h Handler
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loop{c: c, cancel: cancel, fetched: make(chan struct{}), drained: make(chan struct{})}
 	go func() { // waited for by the cleanup below
-		var workers sync.WaitGroup
-		c.fetchLoop(ctx, fake, &workers)
-		close(l.fetched)
-		workers.Wait()
+		c.consume(ctx, fake, func() { close(l.fetched) })
 		close(l.drained)
 	}()
 	t.Cleanup(func() {
@@ -403,6 +423,9 @@ func TestReadyFollowsPulls(t *testing.T) {
 	eventually(t, 10*time.Second, "not ready after an error", func() bool { return !l.c.Ready() })
 	it.deliver(t, newFakeMsg(testConfig().Subjects, "A", 1, nil))
 	eventually(t, 10*time.Second, "ready again with a message", l.c.Ready)
+	it.fail(errFakeIterator)
+	eventually(t, 10*time.Second, "not ready after a second error", func() bool { return !l.c.Ready() })
+	eventually(t, 10*time.Second, "ready again while idle (a bounded wait ended)", l.c.Ready)
 
 	it.Stop() // the iterator ends (consumer deleted, connection closed)
 	eventually(t, 10*time.Second, "not ready without an iterator", func() bool { return !l.c.Ready() })
@@ -410,6 +433,31 @@ func TestReadyFollowsPulls(t *testing.T) {
 	eventually(t, 10*time.Second, "ready with the new iterator", l.c.Ready)
 	it2.deliver(t, newFakeMsg(testConfig().Subjects, "B", 2, nil))
 	eventually(t, 10*time.Second, "B handled on the new iterator", func() bool { return rec.count() == 2 })
+}
+
+// TestNextWaitsWithoutTimerWhileReady: a ready consumer calls the iterator's Next without a
+// wait (no timer per message); only after a failed pull does it bound the wait by FetchWait,
+// and once the bounded wait ended without error it is ready and unbounded again.
+func TestNextWaitsWithoutTimerWhileReady(t *testing.T) {
+	t.Parallel()
+	fake := newFakeConsumer()
+	rec := &recorder{}
+	l := startLoop(t, fake, nil, rec)
+	it := fake.next(t, "iterator")
+	for i := range 3 {
+		it.deliver(t, newFakeMsg(testConfig().Subjects, fmt.Sprint("m", i), uint64(i+1), nil))
+	}
+	eventually(t, 10*time.Second, "three handled", func() bool { return rec.count() == 3 })
+	eventually(t, 10*time.Second, "waiting for a fourth", func() bool { _, u := it.nextCalls(); return u >= 4 })
+	if b, _ := it.nextCalls(); b != 0 {
+		t.Fatalf("%d bounded Next calls while ready, want 0", b)
+	}
+
+	_, before := it.nextCalls() // the last one is waiting, and gets the failure
+	it.fail(errFakeIterator)
+	eventually(t, 10*time.Second, "a bounded wait after the failure", func() bool { b, _ := it.nextCalls(); return b >= 1 })
+	eventually(t, 10*time.Second, "ready after the bounded wait", l.c.Ready)
+	eventually(t, 10*time.Second, "unbounded again", func() bool { _, u := it.nextCalls(); return u > before })
 }
 
 // ackFailing wraps a real consumer so that the first delivery of every message fails its
@@ -477,9 +525,7 @@ func TestAckFailureIsRedelivered(t *testing.T) {
 	done := make(chan struct{})
 	go func() { // waited for by the cleanup below
 		defer close(done)
-		var workers sync.WaitGroup
-		c.fetchLoop(ctx, wrapped, &workers)
-		workers.Wait()
+		c.consume(ctx, wrapped, nil)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -540,8 +586,15 @@ func TestHeartbeatRepeatsAndStopWaitsForABeat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}
+	beats := beat.NewGroup(cfg.Heartbeat)
+	ctx, cancel := context.WithCancel(context.Background())
+	var beating sync.WaitGroup
+	beating.Go(func() { beats.Run(ctx) })
+	t.Cleanup(func() { cancel(); beating.Wait() })
+	slot := beats.Slot()
+	defer slot.Close()
 	m := &beatMsg{block: true, entered: make(chan struct{}), gate: make(chan struct{})}
-	stop := c.heartbeat(m)
+	stop := c.heartbeat(slot, m)
 	wait(t, m.entered, "third beat")
 
 	stopped := make(chan struct{})

@@ -22,8 +22,8 @@ import (
 // message is dead-lettered. The caller frees the worker slot there, so the next pull is
 // outstanding while this message is acked. process may return without calling it (a message
 // without JetStream metadata), so the caller also frees the slot, at most once, on return.
-func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg, handled func()) {
-	stop := c.heartbeat(delivery)
+func (c *Consumer) process(ctx context.Context, beats *beat.Slot, delivery jetstream.Msg, handled func()) {
+	stop := c.heartbeat(beats, delivery)
 	defer stop()
 	msg := settling{Msg: delivery, stop: stop}
 
@@ -60,16 +60,19 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg, handled 
 	c.apply(context.WithoutCancel(hctx), msg, o, cmd, at, d)
 }
 
-// heartbeat sends InProgress for msg every Heartbeat until the returned stop is called (see
-// [beat.Start]: a message settled before its first beat costs one timer; stop waits for a
-// beat in progress, and no beat starts after it returned).
-func (c *Consumer) heartbeat(msg jetstream.Msg) (stop func()) {
-	return beat.Start(c.cfg.Heartbeat, func() bool {
+// heartbeat sends InProgress for msg every Heartbeat, from the worker's slot of the Run's
+// heartbeat group, until the returned stop is called (see [beat.Slot]: the first beat comes
+// between 3/4 of Heartbeat and Heartbeat after the delivery; stop waits for a beat in
+// progress, and no beat starts after it returned). A message settled before its first beat
+// costs no timer.
+func (c *Consumer) heartbeat(beats *beat.Slot, msg jetstream.Msg) (stop func()) {
+	beats.Hold(func() bool {
 		if err := msg.InProgress(); err != nil {
 			c.log.Warn("in-progress heartbeat failed", "subject", msg.Subject(), "err", err)
 		}
 		return true
 	})
+	return beats.Release
 }
 
 // settling is a delivery whose heartbeat stops just before it is settled (acked, nak'ed or
@@ -107,9 +110,7 @@ func (c *Consumer) apply(ctx context.Context, msg jetstream.Msg, o original, cmd
 	}
 	switch d.Action {
 	case Ack:
-		actx, cancel := context.WithTimeout(ctx, opTimeout)
-		defer cancel()
-		if err := msg.DoubleAck(actx); err != nil {
+		if err := msg.DoubleAck(c.acks.context()); err != nil {
 			// The handler already published the result; a redelivery replays it.
 			logger().Warn("ack failed; the command will be redelivered", "err", err)
 		}

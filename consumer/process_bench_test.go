@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/beat"
 )
 
 // benchMsg is a delivered binary-mode command whose settlement costs nothing.
@@ -39,9 +40,10 @@ func BenchmarkProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	msg := benchMsg{m: binaryCommand(s, "vm.start", "bench-1", `{"vmid":100}`)}
+	slot := beat.NewGroup(cfg.Heartbeat).Slot()
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		c.process(ctx, msg, func() {})
+		c.process(ctx, slot, msg, func() {})
 	}
 }

@@ -1,6 +1,9 @@
-// Package beat calls a function at a steady interval with no goroutine waiting between
-// calls: each call is a timer callback, so work that ends before its first beat costs one
-// timer and nothing else (no goroutine to start, wake and wait for at the end).
+// Package beat calls functions at a steady interval, with no goroutine of their own waiting
+// between calls. [Start] gives each function a timer, whose callbacks are the calls: work that
+// ends before its first beat costs one timer and nothing else (lease renewals). A [Group]
+// calls the functions held in its slots from one goroutine: holding a slot costs no timer at
+// all (the InProgress heartbeats of a consumer's messages, started and ended thousands of
+// times a second).
 package beat
 
 import (
