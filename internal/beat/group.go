@@ -38,7 +38,7 @@ func (g *Group) Run(ctx context.Context) {
 	if g.interval <= 0 {
 		return
 	}
-	tick := time.NewTicker(g.interval / ticksPerInterval)
+	tick := time.NewTicker(max(g.interval/ticksPerInterval, time.Nanosecond))
 	defer tick.Stop()
 	var slots []*Slot
 	for {

@@ -154,3 +154,15 @@ func TestRunWithoutIntervalReturnsAtOnce(t *testing.T) {
 		t.Fatal("Run of a group without an interval did not return")
 	}
 }
+
+// TestGroupOfTinyInterval: an interval shorter than its four ticks still runs (a tick of a
+// nanosecond) and calls what is held.
+func TestGroupOfTinyInterval(t *testing.T) {
+	t.Parallel()
+	g := runGroup(t, 3*time.Nanosecond)
+	s := g.Slot()
+	defer s.Close()
+	var calls atomic.Int32
+	s.Hold(func() bool { calls.Add(1); return true })
+	waitFor(t, "a call", func() bool { return calls.Load() >= 1 })
+}
