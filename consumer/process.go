@@ -64,7 +64,8 @@ func (c *Consumer) process(ctx context.Context, beats *beat.Slot, delivery jetst
 // heartbeat group, until the returned stop is called (see [beat.Slot]: the first beat comes
 // between 3/4 of Heartbeat and Heartbeat after the delivery; stop waits for a beat in
 // progress, and no beat starts after it returned). A message settled before its first beat
-// costs no timer.
+// costs no timer. stop releases whatever the slot holds, so it is called only while msg is
+// held: process calls it before it returns and the slot's next message is held.
 func (c *Consumer) heartbeat(beats *beat.Slot, msg jetstream.Msg) (stop func()) {
 	beats.Hold(func() bool {
 		if err := msg.InProgress(); err != nil {
