@@ -25,14 +25,15 @@ import (
 var errFakeIterator = errors.New("fake iterator failed")
 
 // fakeIter is one message iterator opened on a fakeConsumer. The test delivers messages
-// with deliver and errors with fail; Stop and Drain close it (Next then returns what is
-// still buffered, then ErrMsgIteratorClosed).
+// with deliver, errors with fail, and ends a bounded wait with timeOut; Stop and Drain close
+// it (Next then returns what is still buffered, then ErrMsgIteratorClosed).
 type fakeIter struct {
 	jetstream.MessagesContext
-	msgs   chan jetstream.Msg
-	errs   chan error
-	closed chan struct{}
-	once   sync.Once
+	msgs     chan jetstream.Msg
+	errs     chan error
+	timeouts chan struct{}
+	closed   chan struct{}
+	once     sync.Once
 
 	mu     sync.Mutex
 	taken  int                 // messages returned by Next
@@ -49,13 +50,13 @@ func (it *fakeIter) nextCalls() (bounded, unbounded int) {
 }
 
 func (it *fakeIter) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
-	// The consumer passes no option but NextMaxWait: with it, Next ends with nats.ErrTimeout
-	// when nothing comes within a few milliseconds, as an idle healthy iterator does.
-	var timeout <-chan time.Time
+	// The consumer passes no option but NextMaxWait: with it, Next can end with
+	// nats.ErrTimeout, as an idle healthy iterator's does, when the test calls timeOut.
+	var timeout <-chan struct{}
 	it.mu.Lock()
 	if len(opts) > 0 {
 		it.bounded++
-		timeout = time.After(5 * time.Millisecond)
+		timeout = it.timeouts
 	} else {
 		it.unbounded++
 	}
@@ -103,6 +104,9 @@ func (it *fakeIter) deliver(t *testing.T, m jetstream.Msg) {
 // fail makes the iterator's next Next return err (the iterator stays open).
 func (it *fakeIter) fail(err error) { it.errs <- err }
 
+// timeOut ends one bounded wait of Next, present or next, with nats.ErrTimeout.
+func (it *fakeIter) timeOut() { it.timeouts <- struct{}{} }
+
 // takenCount returns how many messages Next returned so far.
 func (it *fakeIter) takenCount() int {
 	it.mu.Lock()
@@ -132,7 +136,10 @@ func (f *fakeConsumer) Messages(...jetstream.PullMessagesOpt) (jetstream.Message
 		f.failOpen = nil
 		return nil, err
 	}
-	it := &fakeIter{msgs: make(chan jetstream.Msg, 100), errs: make(chan error, 10), closed: make(chan struct{})}
+	it := &fakeIter{
+		msgs: make(chan jetstream.Msg, 100), errs: make(chan error, 10),
+		timeouts: make(chan struct{}, 10), closed: make(chan struct{}),
+	}
 	f.all = append(f.all, it)
 	f.iters <- it
 	return it, nil
@@ -425,6 +432,8 @@ func TestReadyFollowsPulls(t *testing.T) {
 	eventually(t, 10*time.Second, "ready again with a message", l.c.Ready)
 	it.fail(errFakeIterator)
 	eventually(t, 10*time.Second, "not ready after a second error", func() bool { return !l.c.Ready() })
+	eventually(t, 10*time.Second, "a bounded wait", func() bool { b, _ := it.nextCalls(); return b >= 1 })
+	it.timeOut()
 	eventually(t, 10*time.Second, "ready again while idle (a bounded wait ended)", l.c.Ready)
 
 	it.Stop() // the iterator ends (consumer deleted, connection closed)
@@ -456,6 +465,10 @@ func TestNextWaitsWithoutTimerWhileReady(t *testing.T) {
 	_, before := it.nextCalls() // the last one is waiting, and gets the failure
 	it.fail(errFakeIterator)
 	eventually(t, 10*time.Second, "a bounded wait after the failure", func() bool { b, _ := it.nextCalls(); return b >= 1 })
+	if l.c.Ready() {
+		t.Fatal("ready while waiting after a failure")
+	}
+	it.timeOut()
 	eventually(t, 10*time.Second, "ready after the bounded wait", l.c.Ready)
 	eventually(t, 10*time.Second, "unbounded again", func() bool { _, u := it.nextCalls(); return u > before })
 }
