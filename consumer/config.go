@@ -66,10 +66,8 @@ type Config struct {
 	// worker of this replica without heartbeats (their AckWait runs), so it is kept small
 	// there: default [DefaultSharedFetchBatch].
 	FetchBatch int
-	// FetchWait is how long the consumer, while not ready (after a failed pull), waits for a
-	// message before it checks its health again; a ready consumer waits without a bound and
-	// learns of a failure from the pull itself (missed heartbeats, its end). A pull request
-	// lasts max(FetchWait, 1s). Default 1s.
+	// FetchWait is how long the consumer waits for a message before it checks its health
+	// again; a pull request lasts max(FetchWait, 1s). Default 1s.
 	FetchWait time.Duration
 	// MaxDeliver is the consumer's delivery limit. Default 5.
 	MaxDeliver int

@@ -187,11 +187,8 @@ func (c *Consumer) fetchLoop(ctx context.Context, cons jetstream.Consumer, beats
 	defer c.ready.Store(false)
 	l := &leadership{
 		c: c, ctx: ctx, wg: workers, beats: beats,
-		fetch: &fetcher{
-			c: c, ctx: ctx, cons: cons, slots: make(chan struct{}, c.cfg.Concurrency),
-			wait: []jetstream.NextOpt{jetstream.NextMaxWait(c.cfg.FetchWait)},
-		},
-		turn: make(chan struct{}), done: make(chan struct{}),
+		fetch: &fetcher{c: c, ctx: ctx, cons: cons, slots: make(chan struct{}, c.cfg.Concurrency)},
+		turn:  make(chan struct{}), done: make(chan struct{}),
 	}
 	workers.Add(1)
 	go l.work()
@@ -268,9 +265,6 @@ type fetcher struct {
 	cons  jetstream.Consumer
 	slots chan struct{}
 
-	// wait is Next's options while the consumer is not ready.
-	wait []jetstream.NextOpt
-
 	it        jetstream.MessagesContext // nil when none is open
 	stopDrain func() bool               // stops the drain of it on ctx's cancellation
 	failures  int                       // failed pulls in a row
@@ -310,7 +304,7 @@ func (f *fetcher) next() (job, bool) {
 				<-f.slots
 			}
 		}
-		msg, err := f.it.Next(f.nextOpts()...)
+		msg, err := f.it.Next(jetstream.NextMaxWait(c.cfg.FetchWait))
 		switch {
 		case err == nil:
 		case errors.Is(err, nats.ErrTimeout): // idle and healthy
@@ -345,17 +339,6 @@ func (f *fetcher) next() (job, bool) {
 		}
 		return job{msg: msg, release: release}, true
 	}
-}
-
-// nextOpts are the options of the iterator's next Next: none while the consumer is ready,
-// and a wait of FetchWait while it is not, so that an idle consumer whose iterator recovered
-// from an error is marked ready again. Next without a wait costs no timer; a ready consumer
-// still learns of every failure from Next itself (a missed heartbeat, the iterator's end).
-func (f *fetcher) nextOpts() []jetstream.NextOpt {
-	if f.c.ready.Load() {
-		return nil
-	}
-	return f.wait
 }
 
 // open opens a message iterator, drained when ctx is cancelled, and marks the consumer ready.

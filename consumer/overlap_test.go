@@ -38,29 +38,15 @@ type fakeIter struct {
 	mu     sync.Mutex
 	taken  int                 // messages returned by Next
 	onTake func(jetstream.Msg) // when set, called by Next with each message it returns
-	// bounded and unbounded count the calls of Next with and without a wait.
-	bounded, unbounded int
-}
-
-// nextCalls returns how many times Next was called with a wait and without one.
-func (it *fakeIter) nextCalls() (bounded, unbounded int) {
-	it.mu.Lock()
-	defer it.mu.Unlock()
-	return it.bounded, it.unbounded
 }
 
 func (it *fakeIter) Next(opts ...jetstream.NextOpt) (jetstream.Msg, error) {
 	// The consumer passes no option but NextMaxWait: with it, Next can end with
 	// nats.ErrTimeout, as an idle healthy iterator's does, when the test calls timeOut.
 	var timeout <-chan struct{}
-	it.mu.Lock()
 	if len(opts) > 0 {
-		it.bounded++
 		timeout = it.timeouts
-	} else {
-		it.unbounded++
 	}
-	it.mu.Unlock()
 	select {
 	case m := <-it.msgs:
 		return it.take(m), nil
@@ -432,7 +418,6 @@ func TestReadyFollowsPulls(t *testing.T) {
 	eventually(t, 10*time.Second, "ready again with a message", l.c.Ready)
 	it.fail(errFakeIterator)
 	eventually(t, 10*time.Second, "not ready after a second error", func() bool { return !l.c.Ready() })
-	eventually(t, 10*time.Second, "a bounded wait", func() bool { b, _ := it.nextCalls(); return b >= 1 })
 	it.timeOut()
 	eventually(t, 10*time.Second, "ready again while idle (a bounded wait ended)", l.c.Ready)
 
@@ -442,35 +427,6 @@ func TestReadyFollowsPulls(t *testing.T) {
 	eventually(t, 10*time.Second, "ready with the new iterator", l.c.Ready)
 	it2.deliver(t, newFakeMsg(testConfig().Subjects, "B", 2, nil))
 	eventually(t, 10*time.Second, "B handled on the new iterator", func() bool { return rec.count() == 2 })
-}
-
-// TestNextWaitsWithoutTimerWhileReady: a ready consumer calls the iterator's Next without a
-// wait (no timer per message); only after a failed pull does it bound the wait by FetchWait,
-// and once the bounded wait ended without error it is ready and unbounded again.
-func TestNextWaitsWithoutTimerWhileReady(t *testing.T) {
-	t.Parallel()
-	fake := newFakeConsumer()
-	rec := &recorder{}
-	l := startLoop(t, fake, nil, rec)
-	it := fake.next(t, "iterator")
-	for i := range 3 {
-		it.deliver(t, newFakeMsg(testConfig().Subjects, fmt.Sprint("m", i), uint64(i+1), nil))
-	}
-	eventually(t, 10*time.Second, "three handled", func() bool { return rec.count() == 3 })
-	eventually(t, 10*time.Second, "waiting for a fourth", func() bool { _, u := it.nextCalls(); return u >= 4 })
-	if b, _ := it.nextCalls(); b != 0 {
-		t.Fatalf("%d bounded Next calls while ready, want 0", b)
-	}
-
-	_, before := it.nextCalls() // the last one is waiting, and gets the failure
-	it.fail(errFakeIterator)
-	eventually(t, 10*time.Second, "a bounded wait after the failure", func() bool { b, _ := it.nextCalls(); return b >= 1 })
-	if l.c.Ready() {
-		t.Fatal("ready while waiting after a failure")
-	}
-	it.timeOut()
-	eventually(t, 10*time.Second, "ready after the bounded wait", l.c.Ready)
-	eventually(t, 10*time.Second, "unbounded again", func() bool { _, u := it.nextCalls(); return u > before })
 }
 
 // ackFailing wraps a real consumer so that the first delivery of every message fails its
