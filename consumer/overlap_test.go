@@ -563,6 +563,8 @@ func TestHeartbeatRepeatsAndStopWaitsForABeat(t *testing.T) {
 	slot := beats.Slot()
 	defer slot.Close()
 	m := &beatMsg{block: true, entered: make(chan struct{}), gate: make(chan struct{})}
+	openGate := sync.OnceFunc(func() { close(m.gate) })
+	defer openGate() // first, so that a failing test does not hang on the blocked beat
 	stop := c.heartbeat(slot, m)
 	wait(t, m.entered, "third beat")
 
@@ -574,7 +576,7 @@ func TestHeartbeatRepeatsAndStopWaitsForABeat(t *testing.T) {
 	if isClosed(stopped) {
 		t.Fatal("stop returned while a beat is in flight")
 	}
-	close(m.gate)
+	openGate()
 	wait(t, stopped, "stop")
 	stop() // a second stop is harmless
 	if n := m.count(); n != 3 {

@@ -98,6 +98,8 @@ func TestReleaseWaitsForCallInProgress(t *testing.T) {
 	s := g.Slot()
 	defer s.Close()
 	entered, release := make(chan struct{}), make(chan struct{})
+	unblock := sync.OnceFunc(func() { close(release) })
+	defer unblock() // first, so that a failing test does not hang in Close or the group's end
 	var finished atomic.Bool
 	var once sync.Once
 	s.Hold(func() bool {
@@ -116,7 +118,7 @@ func TestReleaseWaitsForCallInProgress(t *testing.T) {
 		t.Fatal("Release returned while a call was in progress")
 	case <-time.After(20 * time.Millisecond):
 	}
-	close(release)
+	unblock()
 	<-released
 	if !finished.Load() {
 		t.Error("Release returned before the call in progress did")
