@@ -27,11 +27,11 @@ go run ./bench/throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out
 # order, so that a drift of the machine's speed falls on all alike.
 go test -c -o "$out/peer.test" ./bench/peer
 for round in $(seq 12); do
-	impls=(proxbus watermill rawiterator rawconsume)
-	((round % 2)) || impls=(rawconsume rawiterator watermill proxbus)
+	impls=(proxbus watermill watermill-nodecode rawiterator rawconsume)
+	((round % 2)) || impls=(rawconsume rawiterator watermill-nodecode watermill proxbus)
 	for c in 1 8; do
 		for impl in "${impls[@]}"; do
-			"$out/peer.test" -test.run '^$' -test.bench "Peer/impl=$impl/c=$c\$" -test.benchtime 10000x | grep '^BenchmarkPeer'
+			"$out/peer.test" -test.run '^$' -test.bench "Peer/impl=$impl\$/c=$c\$" -test.benchtime 10000x | grep '^BenchmarkPeer'
 		done
 	done
 done | tee "$out/peer.txt"

@@ -1,12 +1,17 @@
 // Package peer compares proxbus's JetStream consumer (the consumer package) with Watermill's
-// JetStream subscriber (watermill-nats/v2 pkg/jetstream) on the same no-op work (issue #6,
-// part 5): both consume the same durable pull consumer on the same stream and acknowledge
+// JetStream subscriber (watermill-nats/v2 pkg/jetstream) running the same no-op handler (issue
+// #6, part 5): both consume the same durable pull consumer on the same stream and acknowledge
 // each message with DoubleAck (Watermill with AckAsync false), c messages in flight at most.
-// Beside them, the limit of each one's way of reading the durable: nats.go's message iterator
-// (proxbus) and its Consume callbacks (Watermill), doing nothing but DoubleAck.
-// proxbus's consumer also decodes every CloudEvents envelope before its handler runs;
-// Watermill's subscriber copies headers into its message metadata. A run ends when the
-// work-queue stream is empty, which both reach only by acknowledging every message.
+//
+// The handler takes a command, so both decode and validate every CloudEvents envelope before
+// it: proxbus's consumer does that itself; Watermill's subscriber does it in its Unmarshaler,
+// the hook Watermill has for turning a JetStream message into an application's message, with
+// the same call (events.Decode of the message's subject, headers and data) before building its
+// standard message. Beside them, as bounds rather than peers: Watermill's subscriber decoding
+// nothing (watermill-nodecode), and the limit of each one's way of reading the durable, doing
+// nothing but DoubleAck: nats.go's message iterator (rawiterator, proxbus's way) and its
+// Consume callbacks (rawconsume, Watermill's). A run ends when the work-queue stream is empty,
+// which every implementation reaches only by acknowledging every message.
 //
 //	go test -run '^$' -bench Peer -benchtime 10000x -count 6 ./bench/peer | tee peer.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /impl peer.txt
@@ -20,11 +25,13 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -62,14 +69,46 @@ func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 	}
 }
 
+// watermillSubscriber runs the no-op handler through Watermill's subscriber, each envelope
+// decoded by its Unmarshaler as proxbus's consumer decodes it.
 func watermillSubscriber(tb testing.TB, e *harness.Env, c int) func() {
+	tb.Helper()
+	return watermillWith(tb, e, c, &decodingUnmarshaler{subjects: e.Subjects})
+}
+
+// watermillNoDecode is Watermill's subscriber alone: its standard Unmarshaler, no envelope
+// decoded (a bound: less work than the handler needs).
+func watermillNoDecode(tb testing.TB, e *harness.Env, c int) func() {
+	tb.Helper()
+	return watermillWith(tb, e, c, wmjs.DefaultUnmarshaler{})
+}
+
+// decodingUnmarshaler decodes and validates each message's CloudEvents envelope with the call
+// proxbus's consumer makes, then builds Watermill's standard message. An envelope that does
+// not decode is counted (the benchmark's commands all decode; a count above 0 fails the run):
+// Watermill's subscriber cannot take an Unmarshal error (it goes on with a nil message).
+type decodingUnmarshaler struct {
+	subjects events.Subjects
+	failed   atomic.Int64
+}
+
+func (u *decodingUnmarshaler) Unmarshal(msg jetstream.Msg) (*message.Message, error) {
+	if _, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), u.subjects); err != nil {
+		u.failed.Add(1)
+	}
+	return wmjs.DefaultUnmarshaler{}.Unmarshal(msg)
+}
+
+// watermillWith starts c Watermill subscriptions of the proxbus durable, each acknowledging
+// what it receives, with u as the subscriber's Unmarshaler.
+func watermillWith(tb testing.TB, e *harness.Env, c int, u wmjs.Unmarshaler) func() {
 	tb.Helper()
 	nc, err := nats.Connect(e.NATSURL)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	sub, err := wmjs.NewSubscriber(wmjs.SubscriberConfig{
-		Conn: nc, Logger: watermill.NopLogger{}, AckWaitTimeout: 30 * time.Second,
+		Conn: nc, Logger: watermill.NopLogger{}, AckWaitTimeout: 30 * time.Second, Unmarshaler: u,
 		ResourceInitializer: wmjs.ExistingConsumer(func(string, string) jetstream.ConsumerConfig {
 			return jetstream.ConsumerConfig{Name: "proxbus"}
 		}, ""),
@@ -99,6 +138,9 @@ func watermillSubscriber(tb testing.TB, e *harness.Env, c int) func() {
 		_ = sub.Close()
 		wg.Wait()
 		nc.Close()
+		if d, ok := u.(*decodingUnmarshaler); ok && d.failed.Load() > 0 {
+			tb.Errorf("watermill: %d envelopes did not decode", d.failed.Load())
+		}
 	}
 }
 
@@ -187,6 +229,7 @@ func BenchmarkPeer(b *testing.B) {
 		start impl
 	}{
 		{"proxbus", proxbusConsumer}, {"watermill", watermillSubscriber},
+		{"watermill-nodecode", watermillNoDecode},
 		{"rawiterator", rawIterator}, {"rawconsume", rawConsume},
 	}
 	for _, c := range []int{1, 8} {
