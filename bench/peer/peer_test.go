@@ -73,7 +73,14 @@ func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 // decoded by its Unmarshaler as proxbus's consumer decodes it.
 func watermillSubscriber(tb testing.TB, e *harness.Env, c int) func() {
 	tb.Helper()
-	return watermillWith(tb, e, c, &decodingUnmarshaler{subjects: e.Subjects})
+	u := &decodingUnmarshaler{subjects: e.Subjects}
+	stop := watermillWith(tb, e, c, u)
+	return func() {
+		stop()
+		if n := u.failed.Load(); n > 0 {
+			tb.Errorf("watermill: %d envelopes did not decode", n)
+		}
+	}
 }
 
 // watermillNoDecode is Watermill's subscriber alone: its standard Unmarshaler, no envelope
@@ -138,9 +145,6 @@ func watermillWith(tb testing.TB, e *harness.Env, c int, u wmjs.Unmarshaler) fun
 		_ = sub.Close()
 		wg.Wait()
 		nc.Close()
-		if d, ok := u.(*decodingUnmarshaler); ok && d.failed.Load() > 0 {
-			tb.Errorf("watermill: %d envelopes did not decode", d.failed.Load())
-		}
 	}
 }
 
