@@ -45,13 +45,13 @@ func New(cfg Config) (*Client, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
+	// Each request is bounded by a context deadline of timeout (send, FindJournalEntry), not
+	// by http.Client.Timeout: with a wrapped transport (metrics, tracing) the client's own
+	// Timeout costs a goroutine and a timer per request.
 	hc := &http.Client{}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
 		hc = &c
-	}
-	if hc.Timeout == 0 {
-		hc.Timeout = timeout
 	}
 
 	nc := gonetbox.NewConfiguration()

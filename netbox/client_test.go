@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -242,5 +244,78 @@ func TestCallerCancellation(t *testing.T) {
 	}
 	if n := len(f.sim.JournalEntries()); n != 0 {
 		t.Fatalf("%d entries created by a cancelled call", n)
+	}
+}
+
+// seenRequest is what deadlineRecorder saw of one request.
+type seenRequest struct {
+	path         string
+	legacyCancel bool
+	deadline     time.Duration // from the moment the request reached the transport; 0 when none
+}
+
+// deadlineRecorder is a transport wrapper like proxbus's metrics and tracing wrappers: net/http
+// does not know it, so a Client.Timeout over it would be enforced with a goroutine, a timer
+// and the deprecated Request.Cancel channel per request.
+type deadlineRecorder struct {
+	mu   sync.Mutex
+	seen []seenRequest
+}
+
+func (d *deadlineRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	s := seenRequest{path: r.URL.Path, legacyCancel: r.Cancel != nil}
+	if dl, ok := r.Context().Deadline(); ok {
+		s.deadline = time.Until(dl)
+	}
+	d.mu.Lock()
+	d.seen = append(d.seen, s)
+	d.mu.Unlock()
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestRequestsBoundedByTheirContext pins how Config.Timeout bounds a request: by a deadline on
+// the request's context, not by http.Client.Timeout, which over a wrapped transport (as
+// proxbus wraps NetBox's for metrics) costs a goroutine and a timer per request. Every kind of
+// request the client makes is checked.
+func TestRequestsBoundedByTheirContext(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	rec := &deadlineRecorder{}
+	const timeout = 3 * time.Second
+	c, err := netbox.New(netbox.Config{URL: f.url, Token: simnetbox.TokenV1, Timeout: timeout,
+		HTTPClient: &http.Client{Transport: rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Endpoint(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := c.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: netbox.ObjectTypeEndpoint, ObjectID: 1,
+		Kind: netbox.KindInfo, Comments: "- command_id: c-1\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.UpdateJournalEntry(ctx, ref.ID, netbox.KindSuccess, "- command_id: c-1\n"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.FindJournalEntry(ctx, netbox.ObjectTypeEndpoint, 1, "c-1"); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.seen) != 5 {
+		t.Fatalf("transport saw %d requests, want 5: %+v", len(rec.seen), rec.seen)
+	}
+	for _, s := range rec.seen {
+		if s.legacyCancel {
+			t.Errorf("%s: net/http enforced a Client.Timeout (Request.Cancel set)", s.path)
+		}
+		if s.deadline <= 0 || s.deadline > timeout {
+			t.Errorf("%s: context deadline in %v, want within the %v timeout", s.path, s.deadline, timeout)
+		}
 	}
 }

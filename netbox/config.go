@@ -19,10 +19,12 @@ type Config struct {
 	// Token is the API token. A v2 token ("nbt_<key>.<token>", NetBox 4.5+) is sent as
 	// "Authorization: Bearer <token>", anything else (a v1 40-hex key) as "Token <token>".
 	Token string
-	// Timeout bounds each request; DefaultTimeout when zero.
+	// Timeout bounds each request, answer body included, through the request's context;
+	// DefaultTimeout when zero.
 	Timeout time.Duration
-	// HTTPClient is optional (TLS settings). It is copied, never modified; the copy's Timeout is
-	// set to Timeout when it is zero.
+	// HTTPClient is optional (TLS settings, transport wrappers). It is copied, never modified.
+	// Its own Timeout should be zero: Timeout already bounds every request, and with a
+	// transport other than *http.Transport net/http spends a goroutine per request on it.
 	HTTPClient *http.Client
 }
 

@@ -641,12 +641,12 @@ func TestNetBoxHTTPClient(t *testing.T) {
 		}
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			hc, err := app.NetBoxHTTPClient(tt.sec, 7*time.Second)
+			hc, err := app.NetBoxHTTPClient(tt.sec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if hc.Timeout != 7*time.Second {
-				t.Errorf("Timeout = %v, want 7s", hc.Timeout)
+			if hc.Timeout != 0 { // the netbox client bounds each request through its context
+				t.Errorf("Timeout = %v, want none", hc.Timeout)
 			}
 			resp, err := hc.Get(srv.URL + "/api/status/")
 			if !tt.ok {
@@ -693,7 +693,7 @@ func TestNetBoxHTTPClientRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			hc, err := app.NetBoxHTTPClient(tt.sec, time.Second)
+			hc, err := app.NetBoxHTTPClient(tt.sec)
 			if !errors.Is(err, app.ErrConfig) || !errors.Is(err, tt.is) {
 				t.Fatalf("NetBoxHTTPClient = %v, %v; want ErrConfig and %v", hc, err, tt.is)
 			}
@@ -755,7 +755,7 @@ func TestNetBoxHTTPClientWithNetBox(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hc, err := app.NetBoxHTTPClient(tt.sec, 5*time.Second)
+			hc, err := app.NetBoxHTTPClient(tt.sec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -828,7 +828,7 @@ func containsOneOf(s, alternatives string) bool {
 // host and closes the rest after each burst).
 func TestNetBoxHTTPClientKeepsConnections(t *testing.T) {
 	t.Parallel()
-	hc, err := app.NetBoxHTTPClient(app.Security{}, time.Second)
+	hc, err := app.NetBoxHTTPClient(app.Security{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -173,7 +173,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	secrets = append(secrets, cfg.Ingress.secrets()...)
 	log := slog.New(redact.NewHandler(cfg.LogHandler, secrets...)).With("instance", cfg.Instance)
 
-	hc, err := NetBoxHTTPClient(cfg.Security, cfg.NetBoxTimeout)
+	hc, err := NetBoxHTTPClient(cfg.Security)
 	if err != nil {
 		return err
 	}
