@@ -84,9 +84,27 @@ func fetchLoop(ctx context.Context, cons jetstream.Consumer, concurrency int, wo
 	}
 }
 
-// startLoop runs fetchLoop on the proxbus durable in a goroutine owned by the returned stop.
-func startLoop(ctx context.Context, e *Env, concurrency int, work func(jetstream.Msg)) (func() error, error) {
-	cons, err := e.JS.Consumer(ctx, e.Subjects.CommandsStream(), "proxbus")
+// runnerConn is the NATS connection of the baseline or the raw loop: its own, as proxbus has
+// its own, never the driver's (Env.NC), which carries the collector's subscription to every
+// event. On a shared connection one read would bring the runner's PubAck and the collector's
+// copy of the event together, sparing the runner the wake-ups proxbus's connection has.
+func runnerConn(e *Env, name string) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(e.NATSURL, nats.Name(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("nats connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// startLoop runs fetchLoop on the proxbus durable through js in a goroutine owned by the
+// returned stop.
+func startLoop(ctx context.Context, e *Env, js jetstream.JetStream, concurrency int, work func(jetstream.Msg)) (func() error, error) {
+	cons, err := js.Consumer(ctx, e.Subjects.CommandsStream(), "proxbus")
 	if err != nil {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
@@ -106,7 +124,11 @@ func startLoop(ctx context.Context, e *Env, concurrency int, work func(jetstream
 // Raw is the Runner of the raw JetStream rate: fetch and DoubleAck (the ack proxbus uses),
 // nothing else; each ack is reported with c.Mark.
 func Raw(ctx context.Context, e *Env, concurrency int, c *Collector) (func() error, error) {
-	return startLoop(ctx, e, concurrency, func(m jetstream.Msg) {
+	nc, js, err := runnerConn(e, "bench-raw")
+	if err != nil {
+		return nil, err
+	}
+	stop, err := startLoop(ctx, e, js, concurrency, func(m jetstream.Msg) {
 		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := m.DoubleAck(actx); err != nil {
@@ -114,6 +136,15 @@ func Raw(ctx context.Context, e *Env, concurrency int, c *Collector) (func() err
 		}
 		c.Mark(m.Headers().Get("ce-id"), 200)
 	})
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return func() error {
+		err := stop()
+		nc.Close()
+		return err
+	}, nil
 }
 
 // Baseline is the Runner of the practical limit: per command it does exactly the broker,
@@ -121,13 +152,19 @@ func Raw(ctx context.Context, e *Env, concurrency int, c *Collector) (func() err
 // framework: fetch; 2 Redis scripts (claim, complete); NetBox journal POST and PATCH (the
 // endpoint lookup once, then cached); Proxmox GET /storage and POST /storage; BaselineSteps
 // step events and one result event, each published and acknowledged by the stream; DoubleAck.
+// Like proxbus it consumes and publishes on one NATS connection of its own.
 func Baseline(ctx context.Context, e *Env, concurrency int, _ *Collector) (func() error, error) {
 	ropts, err := redis.ParseURL(e.RedisURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis url: %w", err)
 	}
+	nc, js, err := runnerConn(e, "bench-baseline")
+	if err != nil {
+		return nil, err
+	}
 	b := &baseline{
 		e:     e,
+		js:    js,
 		rdb:   redis.NewClient(ropts),
 		http:  &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024}, Timeout: 30 * time.Second},
 		nbTok: "Token " + app.DemoNetBoxToken,
@@ -136,23 +173,27 @@ func Baseline(ctx context.Context, e *Env, concurrency int, _ *Collector) (func(
 	for _, sc := range []*redis.Script{claimScript, completeScript} { // as proxbus loads its scripts
 		if err := sc.Load(ctx, b.rdb).Err(); err != nil {
 			_ = b.rdb.Close()
+			nc.Close()
 			return nil, fmt.Errorf("script load: %w", err)
 		}
 	}
 	// The endpoint lookup (allow_writes), cached like proxbus caches it.
 	if _, err := b.do(ctx, "GET", e.NetBoxURL+"/api/plugins/proxbox/endpoints/proxmox/1/", b.nbTok, "", nil); err != nil {
 		_ = b.rdb.Close()
+		nc.Close()
 		return nil, err
 	}
-	stop, err := startLoop(ctx, e, concurrency, b.handle)
+	stop, err := startLoop(ctx, e, js, concurrency, b.handle)
 	if err != nil {
 		_ = b.rdb.Close()
+		nc.Close()
 		return nil, err
 	}
 	return func() error {
 		err := stop()
 		b.http.CloseIdleConnections()
 		_ = b.rdb.Close()
+		nc.Close()
 		if n := b.failures.Load(); n > 0 {
 			// Redelivered and finished: the results are complete, but say so.
 			fmt.Fprintf(os.Stderr, "baseline: %d failed attempts were retried, the last: %v\n", n, b.lastErr.Load())
@@ -165,6 +206,7 @@ type baseline struct {
 	failures     atomic.Int64
 	lastErr      atomic.Value
 	e            *Env
+	js           jetstream.JetStream
 	rdb          *redis.Client
 	http         *http.Client
 	nbTok, pvTok string
@@ -285,7 +327,7 @@ func (b *baseline) event(ctx context.Context, id, source, suffix, idSuffix strin
 	m.Header.Set("Content-Type", "application/cloudevents+json")
 	m.Header.Set(nats.MsgIdHdr, id+suffix+idSuffix)
 	m.Data = ev
-	if _, err := b.e.JS.PublishMsg(ctx, m); err != nil {
+	if _, err := b.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
 	return nil
