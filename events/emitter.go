@@ -149,30 +149,3 @@ func verbOrUnknown(verb string) string {
 	}
 	return verb
 }
-
-// hasSecretKey reports whether a JSON document has a secret-named key at any depth.
-func hasSecretKey(doc []byte) bool {
-	var v any
-	if err := json.Unmarshal(doc, &v); err != nil {
-		return false
-	}
-	var walk func(any) bool
-	walk = func(v any) bool {
-		switch t := v.(type) {
-		case map[string]any:
-			for k, val := range t {
-				if redact.IsSecretName(k) || walk(val) {
-					return true
-				}
-			}
-		case []any:
-			for _, val := range t {
-				if walk(val) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return walk(v)
-}

@@ -14,7 +14,7 @@ func TestTextSkipsOnlyWhatTheExpressionCannotMatch(t *testing.T) {
 		"passwor d=x", "tok en=x", "ünïcode without names", "token", "password",
 	} {
 		matches := secretAssignment.MatchString(s)
-		if matches && !mayNameSecret(s) {
+		if matches && !MayNameSecret(s) {
 			t.Errorf("%q: the expression matches but the shortcut skips it", s)
 		}
 		if matches && Text(s) == s {

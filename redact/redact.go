@@ -105,7 +105,7 @@ var secretAssignment = regexp.MustCompile(`(?i)("?[a-z0-9_.-]*(?:password|secret
 // Text redacts secret-named assignments (password=..., "token": "...") in free text. A quoted
 // value stays quoted, so redacted JSON is still JSON.
 func Text(s string) string {
-	if !mayNameSecret(s) {
+	if !MayNameSecret(s) {
 		return s
 	}
 	return secretAssignment.ReplaceAllStringFunc(s, func(m string) string {
@@ -121,10 +121,11 @@ func Text(s string) string {
 	})
 }
 
-// mayNameSecret reports whether s could hold a secret-like name, so that Text can skip the
-// regular expression for the text of almost every event: false only when s is ASCII and holds
-// none of the words in any case (with non-ASCII text, Unicode case folding could make one).
-func mayNameSecret(s string) bool {
+// MayNameSecret reports whether s could hold a secret-like name ([IsSecretName]), so that a
+// caller can skip a costlier search for the text of almost every event: false only when s is
+// ASCII and holds none of the words in any case (with non-ASCII text, Unicode case folding
+// could make one). JSON text may spell a name with \u escapes, which this does not decode.
+func MayNameSecret(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if s[i] >= utf8.RuneSelf {
 			return true
