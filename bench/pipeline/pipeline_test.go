@@ -58,6 +58,7 @@ type counted struct {
 	redis, pve, netbox map[string]int
 	steps, results     int
 	statuses           map[int]int
+	shapes             map[string]string
 }
 
 func count(t *testing.T, r harness.Runner, n int) counted {
@@ -68,7 +69,7 @@ func count(t *testing.T, r harness.Runner, n int) counted {
 		t.Fatal(err)
 	}
 	return counted{redis: e.RedisCount.Snapshot(), pve: e.PVECount.Snapshot(), netbox: e.NetBoxCount.Snapshot(),
-		steps: th.Summary.Steps, results: th.Summary.Results, statuses: th.Summary.Statuses}
+		steps: th.Summary.Steps, results: th.Summary.Results, statuses: th.Summary.Statuses, shapes: th.Summary.Shapes}
 }
 
 // scripts is the number of Redis round trips that do the work (connection set-up excluded).
@@ -102,6 +103,8 @@ func TestRequestParity(t *testing.T) {
 		{"step events", p.steps, b.steps},
 		{"result events", p.results, b.results},
 		{"statuses", fmt.Sprint(p.statuses), fmt.Sprint(b.statuses)},
+		{"step event shape", p.shapes["step"], b.shapes["step"]},
+		{"result event shape", p.shapes["result"], b.shapes["result"]},
 	}
 	for _, tc := range tests {
 		if tc.proxbus != tc.baseline {

@@ -266,7 +266,7 @@ func (b *baseline) process(ctx context.Context, m jetstream.Msg) error {
 	seq := 0
 	step := func(name, status string) error {
 		seq++
-		return b.event(ctx, id, source, ".step", strconv.Itoa(seq), map[string]any{"command_id": id, "command_source": source,
+		return b.event(ctx, id, ".step."+strconv.Itoa(seq), map[string]any{"command_id": id, "command_source": source,
 			"verb": "storage.pbs.create", "seq": seq, "step": name, "status": status, "at": time.Now().UTC()})
 	}
 	if err := step("read_storage", "started"); err != nil {
@@ -303,29 +303,32 @@ func (b *baseline) process(ctx context.Context, m jetstream.Msg) error {
 	if _, err := b.do(ctx, "PATCH", b.e.NetBoxURL+"/api/extras/journal-entries/"+strconv.FormatInt(created.ID, 10)+"/", b.nbTok, "application/json", final); err != nil {
 		return fmt.Errorf("finalize: %w", err)
 	}
+	// The output proxbus's verb returns: the storage as configured, without the password.
+	output := map[string]any{"storage": in.Storage, "type": "pbs", "server": in.Server, "port": in.Port,
+		"datastore": in.Datastore, "username": in.Username, "fingerprint": in.Fingerprint, "content": "backup"}
 	result := map[string]any{"command_id": id, "command_source": source, "verb": "storage.pbs.create", "endpoint_id": 1,
 		"status": 201, "result": "created", "journal_entry_url": created.URL, "journal_finalized": true, "replayed": false,
-		"idempotency_key": key}
+		"idempotency_key": key, "output": output}
 	record, _ := json.Marshal(result)
 	if _, err := completeScript.Run(ctx, b.rdb, []string{p + "cmd:" + source + ":" + id}, owner, record, 86400000).Int64(); err != nil {
 		return fmt.Errorf("complete: %w", err)
 	}
-	return b.event(ctx, id, source, ".result", "result", result)
+	return b.event(ctx, id, ".result", result)
 }
 
-// event publishes a structured CloudEvent like proxbus's, with Nats-Msg-Id, and waits for
-// the stream's acknowledgement.
-func (b *baseline) event(ctx context.Context, id, source, suffix, idSuffix string, data any) error {
-	ev, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": id + "." + strings.TrimPrefix(suffix, ".") + "." + idSuffix,
-		"source": "urn:proxbus:bench", "type": "proxbus.storage.pbs.create" + suffix, "time": time.Now().UTC(),
-		"datacontenttype": "application/json", "data": data})
-	subject := b.e.Subjects.Step(id)
+// event publishes a structured CloudEvent like proxbus's (id and Nats-Msg-Id "<command
+// id><suffix>", suffix ".step.<seq>" or ".result") and waits for the stream's acknowledgement.
+func (b *baseline) event(ctx context.Context, id, suffix string, data any) error {
+	kind, subject := ".step", b.e.Subjects.Step(id)
 	if suffix == ".result" {
-		subject = b.e.Subjects.Result(id)
+		kind, subject = ".result", b.e.Subjects.Result(id)
 	}
+	ev, _ := json.Marshal(map[string]any{"specversion": "1.0", "id": id + suffix,
+		"source": "urn:proxbus:bench", "type": "proxbus.storage.pbs.create" + kind, "time": time.Now().UTC(),
+		"datacontenttype": "application/json", "data": data})
 	m := nats.NewMsg(subject)
 	m.Header.Set("Content-Type", "application/cloudevents+json")
-	m.Header.Set(nats.MsgIdHdr, id+suffix+idSuffix)
+	m.Header.Set(nats.MsgIdHdr, id+suffix)
 	m.Data = ev
 	if _, err := b.js.PublishMsg(ctx, m); err != nil {
 		return fmt.Errorf("publish: %w", err)

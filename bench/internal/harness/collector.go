@@ -3,6 +3,8 @@ package harness
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,6 +25,7 @@ type Collector struct {
 	statuses  map[int]int
 	replayed  int
 	steps     int
+	shapes    map[string]string
 	first     time.Time
 	last      time.Time
 	done      chan struct{}
@@ -35,7 +38,7 @@ type Collector struct {
 // timeline it marks every event it sees ("step", "result") and every acknowledgement of a
 // command ("ack +ACK", "ack +WPI", …).
 func (e *Env) NewCollector(want int, onResult func(ref string)) (*Collector, error) {
-	c := &Collector{want: want, results: make(map[string]time.Time, want), statuses: map[int]int{},
+	c := &Collector{want: want, results: make(map[string]time.Time, want), statuses: map[int]int{}, shapes: map[string]string{},
 		done: make(chan struct{}), onResult: onResult, timeline: e.Timeline}
 	if want == 0 {
 		close(c.done)
@@ -79,9 +82,13 @@ func (c *Collector) event(m *nats.Msg) {
 		c.timeline.Mark("step")
 		c.mu.Lock()
 		c.steps++
+		c.recordShape("step", m)
 		c.mu.Unlock()
 	case strings.HasSuffix(m.Subject, ".result"):
 		c.timeline.Mark("result")
+		c.mu.Lock()
+		c.recordShape("result", m)
+		c.mu.Unlock()
 		var ev eventData
 		_ = json.Unmarshal(m.Data, &ev)
 		ref := strings.TrimSuffix(m.Subject[strings.Index(m.Subject, ".evt.")+len(".evt."):], ".result")
@@ -92,6 +99,26 @@ func (c *Collector) event(m *nats.Msg) {
 		}
 		c.Mark(ref, ev.Data.Status)
 	}
+}
+
+// recordShape keeps the shape of the first event of kind; c.mu is held.
+func (c *Collector) recordShape(kind string, m *nats.Msg) {
+	if _, ok := c.shapes[kind]; !ok {
+		c.shapes[kind] = EventShape(m)
+	}
+}
+
+// EventShape describes what an event carries, for comparing runners: its header names, its
+// attribute names and the member names of its data, each sorted, e.g.
+// "headers Content-Type Nats-Msg-Id; attributes data id …; data at command_id …".
+func EventShape(m *nats.Msg) string {
+	var ev map[string]json.RawMessage
+	_ = json.Unmarshal(m.Data, &ev)
+	var data map[string]json.RawMessage
+	_ = json.Unmarshal(ev["data"], &data)
+	names := func(keys []string) string { return strings.Join(slices.Sorted(slices.Values(keys)), " ") }
+	return "headers " + names(slices.Collect(maps.Keys(m.Header))) + "; attributes " + names(slices.Collect(maps.Keys(ev))) +
+		"; data " + names(slices.Collect(maps.Keys(data)))
 }
 
 // Mark records that the command ref finished with status now. A second mark of the same ref
@@ -140,6 +167,8 @@ type Summary struct {
 	Steps    int
 	Replayed int
 	Statuses map[int]int
+	// Shapes is the [EventShape] of the first step and the first result seen, by kind.
+	Shapes map[string]string
 	// First and Last are the arrival times of the first and last result.
 	First, Last time.Time
 }
@@ -152,7 +181,8 @@ func (c *Collector) Summary() Summary {
 	for k, v := range c.statuses {
 		st[k] = v
 	}
-	return Summary{Results: len(c.results), Steps: c.steps, Replayed: c.replayed, Statuses: st, First: c.first, Last: c.last}
+	return Summary{Results: len(c.results), Steps: c.steps, Replayed: c.replayed, Statuses: st, Shapes: maps.Clone(c.shapes),
+		First: c.first, Last: c.last}
 }
 
 // Arrival returns when ref's result arrived.
