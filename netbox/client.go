@@ -46,8 +46,8 @@ func New(cfg Config) (*Client, error) {
 		timeout = DefaultTimeout
 	}
 	// Each request is bounded by a context deadline of timeout (send, FindJournalEntry), not
-	// by http.Client.Timeout: with a wrapped transport (metrics, tracing) the client's own
-	// Timeout costs a goroutine and a timer per request.
+	// by http.Client.Timeout: over a wrapped transport (metrics, tracing) net/http enforces the
+	// client's own Timeout with two goroutines and a timer per request.
 	hc := &http.Client{}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient

@@ -257,9 +257,10 @@ func RedisClient(rawURL string, s Security) (*redis.Client, error) {
 // NetBoxIdleConnsPerHost is how many idle connections to NetBox are kept for reuse.
 const NetBoxIdleConnsPerHost = 64
 
-// NetBoxHTTPClient returns the HTTP client for NetBox (netbox.Config.HTTPClient): only the CAs of NetBoxTLSCA are trusted when it is set, no
-// verification with NetBoxTLSInsecure, the system roots otherwise. Both set, or an unusable
-// CA file, is an [ErrConfig] error.
+// NetBoxHTTPClient returns the HTTP client for NetBox (netbox.Config.HTTPClient): only the
+// CAs of NetBoxTLSCA are trusted when it is set, no verification with NetBoxTLSInsecure, the
+// system roots otherwise. Both set, or an unusable CA file, is an [ErrConfig] error. It has
+// no Timeout of its own: the netbox client bounds each request (netbox.Config.Timeout).
 func NetBoxHTTPClient(s Security) (*http.Client, error) {
 	if s.NetBoxTLSCA != "" && s.NetBoxTLSInsecure {
 		return nil, fmt.Errorf("%w: set only one of the NetBox TLS CA file and NetBox TLS insecure", ErrConfig)
@@ -281,9 +282,9 @@ func NetBoxHTTPClient(s Security) (*http.Client, error) {
 	// Keep a connection per concurrent request alive: with the default of 2 idle connections
 	// per host every request beyond the second opens (and closes) a new one.
 	tr.MaxIdleConnsPerHost = NetBoxIdleConnsPerHost
-	// No Client.Timeout: the netbox client bounds every request through its context
-	// (netbox.Config.Timeout), which costs nothing per request, where Client.Timeout over the
-	// wrapped transport serve.go builds would cost a goroutine and a timer.
+	// No Client.Timeout: the netbox client's context deadline already bounds each request, and
+	// over the wrapped transport serve.go builds a Client.Timeout would add two goroutines and
+	// a timer per request.
 	return &http.Client{Transport: tr}, nil
 }
 
