@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/testenv"
 	simpve "github.com/proxbus/proxbus/sim/pve"
@@ -47,7 +48,11 @@ type clusterCommand struct {
 //     power action per VM, one Proxmox task per VM), and the guest or storage is in the end state;
 //   - one journal entry, finalized.
 //
-// Finally the killed server is restarted and catches up with every stream.
+// These are checked once the killed server is back and current on every stream and the durable
+// consumer holds no command undelivered or unacknowledged (within ten AckWaits): an
+// acknowledgement lost with the server leaves its command pending (the delivery is at least
+// once) until AckWait brings it back to a replica, which answers it again as a replay and
+// acknowledges it.
 func TestClusterSurvivesServerLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-server JetStream cluster")
@@ -125,6 +130,29 @@ func TestClusterSurvivesServerLoss(t *testing.T) {
 	for _, c := range order {
 		_ = e.result(c.cmd) // every command is answered
 	}
+
+	// The lost server comes back and catches up with what was written without it. The durable
+	// must then hold no command undelivered or unacknowledged: an ack lost with the server
+	// brings its command back after AckWait, to be answered again as a replay and acked.
+	cl.Restart(killed)
+	for _, name := range []string{stream, e.subjects.EventsStream(), e.subjects.DLQStream()} {
+		cl.WaitStreamCurrent(name)
+	}
+	since := time.Now()
+	pending, unacked, err := durableBacklog(e)
+	for drain := since.Add(10 * e.base.AckWait); (err != nil || pending+uint64(unacked) != 0) && time.Now().Before(drain); {
+		time.Sleep(50 * time.Millisecond)
+		pending, unacked, err = durableBacklog(e)
+	}
+	if err != nil || pending != 0 || unacked != 0 {
+		t.Errorf("after %s the durable still has %d commands undelivered and %d unacknowledged (%v), want none; %s",
+			time.Since(since).Round(time.Millisecond), pending, unacked, err, queueState(e))
+	} else if n := e.queuedCommands(); n != 0 {
+		// Every command is acknowledged; removing an acked message from a clustered work queue
+		// is the server's own proposal, which a leader lost at the wrong moment can leave undone.
+		t.Logf("%d acknowledged commands are still stored in the work queue: %s", n, queueState(e))
+	}
+
 	posts := map[string]int{} // path?storage → POSTs that reached Proxmox
 	for _, r := range e.pve.RequestLog() {
 		if r.Method == "POST" {
@@ -190,15 +218,45 @@ func TestClusterSurvivesServerLoss(t *testing.T) {
 			t.Errorf("journal entry %d kind %s, want a finalized success or info", en.ID, en.Kind)
 		}
 	}
+}
 
-	// The lost server comes back and catches up with what was written without it.
-	cl.Restart(killed)
-	for _, name := range []string{stream, e.subjects.EventsStream(), e.subjects.DLQStream()} {
-		cl.WaitStreamCurrent(name)
+// durableBacklog returns how many commands the durable consumer has not delivered yet and how
+// many it delivered without an acknowledgement, or why it could not be asked.
+func durableBacklog(e *env) (pending uint64, unacked int, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := e.nats.JS.Consumer(ctx, e.subjects.CommandsStream(), consumer.DefaultDurable)
+	if err != nil {
+		return 0, 0, fmt.Errorf("durable: %w", err)
 	}
-	if got := e.queuedCommands(); got != 0 {
-		t.Errorf("commands left in the work queue = %d, want 0", got)
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("durable info: %w", err)
 	}
+	return info.NumPending, info.NumAckPending, nil
+}
+
+// queueState describes what is left in the commands stream and where the durable consumer
+// stands, for a failure message.
+func queueState(e *env) string {
+	e.t.Helper()
+	var b strings.Builder
+	for _, m := range e.streamMessages(e.subjects.CommandsStream(), "") {
+		fmt.Fprintf(&b, "left: seq %d %s (Nats-Msg-Id %s); ", m.Sequence, m.Subject, m.Header.Get(nats.MsgIdHdr))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cons, err := e.nats.JS.Consumer(ctx, e.subjects.CommandsStream(), consumer.DefaultDurable)
+	if err != nil {
+		return b.String() + "consumer: " + err.Error()
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return b.String() + "consumer info: " + err.Error()
+	}
+	fmt.Fprintf(&b, "consumer: delivered %d, ack floor %d, ack pending %d, pending %d, redelivered %d",
+		info.Delivered.Stream, info.AckFloor.Stream, info.NumAckPending, info.NumPending, info.NumRedelivered)
+	return b.String()
 }
 
 // guestEndStates is the status every VM of the cluster test must end in.
