@@ -263,6 +263,7 @@ type deadlineRecorder struct {
 }
 
 func (d *deadlineRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
+	//lint:ignore SA1019 reading the deprecated field is the point: net/http sets it only to enforce a Client.Timeout
 	s := seenRequest{path: r.URL.Path, legacyCancel: r.Cancel != nil}
 	if dl, ok := r.Context().Deadline(); ok {
 		s.deadline = time.Until(dl)
