@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
@@ -220,18 +221,27 @@ func TestClusterSurvivesServerLoss(t *testing.T) {
 	}
 }
 
-// durableBacklog returns how many commands the durable consumer has not delivered yet and how
-// many it delivered without an acknowledgement, or why it could not be asked.
-func durableBacklog(e *env) (pending uint64, unacked int, err error) {
+// durableInfo asks the cluster where the durable consumer of the commands stream stands.
+func durableInfo(e *env) (*jetstream.ConsumerInfo, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	cons, err := e.nats.JS.Consumer(ctx, e.subjects.CommandsStream(), consumer.DefaultDurable)
 	if err != nil {
-		return 0, 0, fmt.Errorf("durable: %w", err)
+		return nil, fmt.Errorf("durable: %w", err)
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("durable info: %w", err)
+		return nil, fmt.Errorf("durable info: %w", err)
+	}
+	return info, nil
+}
+
+// durableBacklog returns how many commands the durable consumer has not delivered yet and how
+// many it delivered without an acknowledgement, or why it could not be asked.
+func durableBacklog(e *env) (pending uint64, unacked int, err error) {
+	info, err := durableInfo(e)
+	if err != nil {
+		return 0, 0, err
 	}
 	return info.NumPending, info.NumAckPending, nil
 }
@@ -244,15 +254,9 @@ func queueState(e *env) string {
 	for _, m := range e.streamMessages(e.subjects.CommandsStream(), "") {
 		fmt.Fprintf(&b, "left: seq %d %s (Nats-Msg-Id %s); ", m.Sequence, m.Subject, m.Header.Get(nats.MsgIdHdr))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	cons, err := e.nats.JS.Consumer(ctx, e.subjects.CommandsStream(), consumer.DefaultDurable)
+	info, err := durableInfo(e)
 	if err != nil {
-		return b.String() + "consumer: " + err.Error()
-	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return b.String() + "consumer info: " + err.Error()
+		return b.String() + err.Error()
 	}
 	fmt.Fprintf(&b, "consumer: delivered %d, ack floor %d, ack pending %d, pending %d, redelivered %d",
 		info.Delivered.Stream, info.AckFloor.Stream, info.NumAckPending, info.NumPending, info.NumRedelivered)
