@@ -15,6 +15,8 @@ const (
 	StepError    StepStatus = "error"
 	StepSkipped  StepStatus = "skipped"
 	StepRetrying StepStatus = "retrying"
+	StepRunning  StepStatus = "running"
+	StepWaiting  StepStatus = "waiting"
 )
 
 // Step is the data of a step event (type proxbus.<verb>.step). Seq increases by one per
@@ -28,7 +30,10 @@ type Step struct {
 	Status        StepStatus `json:"status"`
 	UPID          string     `json:"upid,omitempty"`
 	Detail        string     `json:"detail,omitempty"`
-	At            time.Time  `json:"at"`
+	// Attempt counts the command's attempts, 1 first; only a failed attempt starts another
+	// (waiting spends none).
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
 }
 
 // Result is the data of a command's one result event (type proxbus.<verb>.result). Status has
