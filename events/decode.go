@@ -14,9 +14,15 @@ import (
 // [*PoisonError] (errors.Is(err, ErrPoison)) saying which rule the message breaks.
 //
 // The mode is structured when the Content-Type header (name matched case-insensitively, media
-// type compared case-insensitively without parameters) is application/cloudevents+json, and
-// binary otherwise: attributes from ce-* headers (names case-insensitive, values
-// percent-decoded), Content-Type absent or application/json, body = data.
+// type compared case-insensitively without parameters) is application/cloudevents+json, or
+// when the message has no ce-* header (any name starting with "ce-", in any letter case) and no
+// Content-Type and its body is a JSON object with a non-null "specversion" member (the
+// CloudEvents Go SDK's NATS bindings send structured events without any header). Otherwise it
+// is binary: attributes from ce-* headers (names case-insensitive, values percent-decoded),
+// Content-Type absent or application/json, body = data. A binary message without ce-* headers
+// always lacks specversion, so the second structured rule only turns such poison into
+// commands (or into poison with a readable id and source); a message with a ce-* header or a
+// Content-Type is never sniffed.
 //
 // A message is poison when it is over [MaxCommandBytes] (body plus headers); its NATS subject is
 // not a command subject of s; specversion is not "1.0"; id is missing, has control characters
@@ -42,7 +48,14 @@ func Decode(subject string, h nats.Header, body []byte, s Subjects) (Command, er
 	tooLarge := len(body)+hs.size > MaxCommandBytes
 
 	var env envelope
+	sniffed := false
+	if !structured && hs.bare() && len(body) <= 8*MaxCommandBytes {
+		env, sniffed = sniffStructured(body)
+		structured = sniffed
+	}
 	switch {
+	case sniffed:
+		// env was read by sniffStructured
 	case structured && len(body) > 8*MaxCommandBytes:
 		// nothing is read
 	case structured:
@@ -105,6 +118,9 @@ type headerScan struct {
 	// ce holds the values of the ce-* headers of each known attribute (indexed like
 	// knownAttrs; names matched case-insensitively).
 	ce [numAttrs]headerValues
+	// anyCE says whether there is a header whose name starts with "ce-" (any letter case),
+	// known attribute or not.
+	anyCE bool
 }
 
 // headerValues are the values of the headers naming one attribute: whether there is such a
@@ -122,7 +138,8 @@ func scanHeaders(h nats.Header) headerScan {
 		for _, v := range vs {
 			hs.size += len(k) + len(v)
 		}
-		if len(k) > len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix) {
+		if len(k) >= len(HeaderPrefix) && strings.EqualFold(k[:len(HeaderPrefix)], HeaderPrefix) {
+			hs.anyCE = true
 			if i := attrIndex(k[len(HeaderPrefix):]); i >= 0 {
 				a := &hs.ce[i]
 				if a.n == 0 && len(vs) > 0 {
@@ -165,6 +182,10 @@ func (hs *headerScan) contentMode() (bool, string) {
 		return false, reasonContentType
 	}
 }
+
+// bare reports whether the message has neither a ce-* header nor a Content-Type value: the
+// only messages whose mode is decided by their body (see Decode).
+func (hs *headerScan) bare() bool { return !hs.anyCE && hs.contentTypes == 0 }
 
 // headerBytes is the size of the header names and values.
 func headerBytes(h nats.Header) int { return scanHeaders(h).size }

@@ -67,6 +67,18 @@ func readStructured(body []byte) envelope {
 	return env
 }
 
+// sniffStructured reads body as a structured event for a message without ce-* headers and
+// Content-Type (contract §2): it reports true, with the envelope, when body is a JSON object
+// with a "specversion" member that is not null. Otherwise the message is binary and the
+// envelope is to be discarded.
+func sniffStructured(body []byte) (envelope, bool) {
+	env := readStructured(body)
+	if env.fatal != "" || !env.present[attrSpecVersion] && env.bad[attrSpecVersion] == "" {
+		return envelope{}, false
+	}
+	return env, true
+}
+
 // jsonString decodes v when it is a JSON string, as json.Unmarshal into a string would. A
 // string of printable ASCII without escapes is read directly.
 func jsonString(v json.RawMessage) (string, bool) {

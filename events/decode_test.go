@@ -282,3 +282,177 @@ func TestDecodeSizeLimitBoundary(t *testing.T) {
 		t.Errorf("one byte more: %v, want %q", err, reasonTooLarge)
 	}
 }
+
+// TestDecodeContentModeWithoutHeaders pins contract §2's third mode rule: a message with no
+// ce-* header and no Content-Type whose body is a JSON object with specversion is structured
+// (the CloudEvents Go SDK's NATS bindings send structured events so); every other message
+// keeps the mode its headers give, and a bare message that is not such an object stays the
+// poison it always was (binary, specversion missing, nothing readable).
+func TestDecodeContentModeWithoutHeaders(t *testing.T) {
+	t.Parallel()
+	const id, src, verb = "cmd-1", "/netbox/webhook/7", "vm.start"
+	// event is the JSON of a valid structured vm.start command after mutate.
+	event := func(t *testing.T, mutate func(ev map[string]any)) []byte {
+		t.Helper()
+		_, _, body := structuredMsg(t, mutate)
+		return body
+	}
+	put := func(k string, v any) func(ev map[string]any) { return func(ev map[string]any) { ev[k] = v } }
+	del := func(k string) func(ev map[string]any) { return func(ev map[string]any) { delete(ev, k) } }
+	binaryData := json.RawMessage(`{"specversion":"1.0","id":"x","source":"/y","type":"proxbus.vm.stop","data":{"vm":"web1"}}`)
+	structured := Command{ID: id, Source: src, Type: "proxbus.vm.start", Verb: verb, Data: json.RawMessage(`{"vm":"web1"}`), Mode: ModeStructured}
+
+	tests := []struct {
+		name    string
+		subject string // "" means the vm.start command subject
+		header  nats.Header
+		body    func(t *testing.T) []byte
+		// want is the command when the message is valid; else reason and the readable id
+		// and source.
+		want            *Command
+		reason          string
+		wantID, wantSrc string
+	}{
+		{
+			name: "no headers at all (SDK structured)", header: nil,
+			body: func(t *testing.T) []byte { return event(t, nil) }, want: &structured,
+		},
+		{
+			name: "only non-ce headers", header: nats.Header{HeaderMsgID: {id}, "X-Trace": {"t"}},
+			body: func(t *testing.T) []byte { return event(t, nil) }, want: &structured,
+		},
+		{
+			name: "leading whitespace and SDK attributes", header: nats.Header{},
+			body: func(t *testing.T) []byte {
+				return append([]byte(" \r\n\t"), event(t, func(ev map[string]any) {
+					ev["datacontenttype"] = "application/json"
+					ev["endpointid"] = 7
+					ev["time"] = "2026-11-29T17:00:00.123456789Z"
+				})...)
+			},
+			want: &Command{ID: id, Source: src, Type: "proxbus.vm.start", Verb: verb, EndpointID: 7, HasEndpointID: true,
+				Time: time.Date(2026, 11, 29, 17, 0, 0, 123456789, time.UTC), Data: json.RawMessage(`{"vm":"web1"}`), Mode: ModeStructured},
+		},
+		{
+			name:   "ce- headers keep binary although the body has specversion",
+			header: nats.Header{"ce-specversion": {"1.0"}, "ce-id": {id}, "ce-source": {src}, "ce-type": {"proxbus.vm.start"}},
+			body:   func(*testing.T) []byte { return binaryData },
+			want:   &Command{ID: id, Source: src, Type: "proxbus.vm.start", Verb: verb, Data: binaryData, Mode: ModeBinary},
+		},
+		{
+			name:   "ce- headers in odd case keep binary",
+			header: nats.Header{"CE-SPECVERSION": {"1.0"}, "Ce-Id": {id}, "cE-source": {src}, "CE-type": {"proxbus.vm.start"}},
+			body:   func(*testing.T) []byte { return binaryData },
+			want:   &Command{ID: id, Source: src, Type: "proxbus.vm.start", Verb: verb, Data: binaryData, Mode: ModeBinary},
+		},
+		{
+			name: "bare body without specversion", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, del("specversion")) },
+			reason: reasonSpecVersion,
+		},
+		{
+			name: "bare body with null specversion", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("specversion", nil)) },
+			reason: reasonSpecVersion,
+		},
+		{
+			name: "bare body with specversion only nested", header: nil,
+			body: func(t *testing.T) []byte {
+				return event(t, func(ev map[string]any) { delete(ev, "specversion"); ev["data"] = map[string]any{"specversion": "1.0"} })
+			},
+			reason: reasonSpecVersion,
+		},
+		{
+			name: "bare body with SpecVersion in another case", header: nil,
+			body: func(t *testing.T) []byte {
+				return event(t, func(ev map[string]any) { delete(ev, "specversion"); ev["SpecVersion"] = "1.0" })
+			},
+			reason: reasonSpecVersion,
+		},
+		{name: "bare body an array", body: func(*testing.T) []byte { return []byte(`[{"specversion":"1.0"}]`) }, reason: reasonSpecVersion},
+		{name: "bare body not JSON", body: func(*testing.T) []byte { return []byte(`{"specversion":"1.0",`) }, reason: reasonSpecVersion},
+		{name: "bare body JSON text", body: func(*testing.T) []byte { return []byte(`"specversion"`) }, reason: reasonSpecVersion},
+		{name: "bare body empty", body: func(*testing.T) []byte { return nil }, reason: reasonSpecVersion},
+		{
+			name: "an unknown ce- header alone keeps binary", header: nats.Header{"ce-otherext": {"x"}},
+			body:   func(t *testing.T) []byte { return event(t, nil) },
+			reason: reasonSpecVersion,
+		},
+		{
+			name: "Content-Type application/json keeps binary", header: nats.Header{"Content-Type": {ContentTypeJSON}},
+			body:   func(t *testing.T) []byte { return event(t, nil) },
+			reason: reasonSpecVersion,
+		},
+		{
+			name: "an empty Content-Type is a Content-Type", header: nats.Header{"content-type": {""}},
+			body:   func(t *testing.T) []byte { return event(t, nil) },
+			reason: reasonSpecVersion,
+		},
+		{
+			name: "sniffed structured poison: specversion 0.3", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("specversion", "0.3")) },
+			reason: reasonSpecVersion, wantID: id, wantSrc: src,
+		},
+		{
+			name: "sniffed structured poison: specversion a number", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("specversion", 1)) },
+			reason: reasonSpecVersion, wantID: id, wantSrc: src,
+		},
+		{
+			name: "sniffed structured poison: wrong subject", subject: "other.cmd.vm.start", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, nil) },
+			reason: reasonSubject, wantID: id, wantSrc: src,
+		},
+		{
+			name: "sniffed structured poison: type mismatch", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("type", "proxbus.vm.stop")) },
+			reason: reasonTypeMismatch, wantID: id, wantSrc: src,
+		},
+		{
+			name: "sniffed structured poison: data_base64", header: nil,
+			body: func(t *testing.T) []byte {
+				return event(t, func(ev map[string]any) { delete(ev, "data"); ev["data_base64"] = "e30=" })
+			},
+			reason: reasonDataBase64, wantID: id, wantSrc: src,
+		},
+		{
+			name: "sniffed structured poison: over 1 MiB, id still readable", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("data", strings.Repeat("a", MaxCommandBytes))) },
+			reason: reasonTooLarge, wantID: id, wantSrc: src,
+		},
+		{
+			name: "sniffed structured poison: an extension the SDK refuses", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("nested", map[string]any{"a": 1})) },
+			reason: reasonMalformed, wantID: id, wantSrc: src,
+		},
+		{
+			name: "bare over 8 MiB is not parsed", header: nil,
+			body:   func(t *testing.T) []byte { return event(t, put("data", strings.Repeat("a", 8*MaxCommandBytes))) },
+			reason: reasonTooLarge,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			subject := tc.subject
+			if subject == "" {
+				subject = testSubjects.Command(verb)
+			}
+			c, err := Decode(subject, tc.header, tc.body(t), testSubjects)
+			if tc.want != nil {
+				if err != nil {
+					t.Fatalf("Decode: %v", err)
+				}
+				sameCommand(t, c, *tc.want)
+				return
+			}
+			var p *PoisonError
+			if !errors.As(err, &p) {
+				t.Fatalf("Decode = %+v, %v; want poison %q", c, err, tc.reason)
+			}
+			if p.Reason != tc.reason || p.ID != tc.wantID || p.Source != tc.wantSrc {
+				t.Errorf("poison (%q, id %q, source %q), want (%q, %q, %q)", p.Reason, p.ID, p.Source, tc.reason, tc.wantID, tc.wantSrc)
+			}
+		})
+	}
+}
