@@ -13,7 +13,6 @@ import (
 const (
 	DefaultDurable     = "proxbus"
 	DefaultConcurrency = 8
-	DefaultMaxDeliver  = 5
 	DefaultAckWait     = 30 * time.Second
 	DefaultFetchWait   = 1 * time.Second
 	// DefaultFetchBatch is FetchBatch when MaxAckPending is at most Concurrency (one replica,
@@ -29,15 +28,7 @@ const (
 	DefaultDuplicateWindow  = 2 * time.Minute
 	DefaultEventsMaxAge     = 7 * 24 * time.Hour
 	DefaultDLQMaxAge        = 30 * 24 * time.Hour
-	DefaultSweepInterval    = time.Minute
 )
-
-// DefaultBackoff returns the NakWithDelay schedule by delivery count used when a handler asks
-// for a [Retry] without a delay: 1s, 2s, 5s, 10s, 30s; the n-th delivery waits entry n-1 and
-// the last entry repeats. Each call returns a new slice.
-func DefaultBackoff() []time.Duration {
-	return []time.Duration{1 * time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 30 * time.Second}
-}
 
 // ErrInvalidConfig is returned (wrapped) by [New] and [Provision] for a configuration that
 // cannot work, e.g. a missing subject prefix or a nil handler.
@@ -50,8 +41,8 @@ type Config struct {
 	Subjects events.Subjects
 	// Durable is the durable consumer's name, shared by every replica. Default "proxbus".
 	Durable string
-	// Concurrency is the worker pool size: at most this many Handle calls run at once in this
-	// process. Default 8.
+	// Concurrency is how many messages this process handles at once: at most this many
+	// Handle calls run at the same time. Default 8.
 	Concurrency int
 	// MaxAckPending is the consumer's MaxAckPending, shared by all replicas of the durable.
 	// Default Concurrency. With N replicas set it to N*Concurrency, or the replicas together
@@ -60,24 +51,20 @@ type Config struct {
 	MaxAckPending int
 	// FetchBatch is how many messages the consumer keeps requested ahead of its workers
 	// (each pull request asks for this many; the server sends no more than MaxAckPending
-	// allows). A message is taken for a worker only when one is free; with MaxAckPending at
-	// most Concurrency none ever waits for one, and the default is [DefaultFetchBatch]. With
-	// MaxAckPending above Concurrency up to FetchBatch delivered messages may wait for a
-	// worker of this replica without heartbeats (their AckWait runs), so it is kept small
-	// there: default [DefaultSharedFetchBatch].
+	// allows). A message is taken from the iterator only when a worker is free; with
+	// MaxAckPending at most Concurrency none ever waits for one, and the default is
+	// [DefaultFetchBatch]. With MaxAckPending above Concurrency up to FetchBatch delivered
+	// messages may wait for a worker of this replica without heartbeats (their AckWait runs),
+	// so it is kept small there: default [DefaultSharedFetchBatch].
 	FetchBatch int
 	// FetchWait is how long the consumer waits for a message before it checks its health
 	// again; a pull request lasts max(FetchWait, 1s). Default 1s.
 	FetchWait time.Duration
-	// MaxDeliver is the consumer's delivery limit. Default 5.
-	MaxDeliver int
 	// AckWait is the consumer's ack wait. Default 30s.
 	AckWait time.Duration
-	// Heartbeat is the InProgress interval while a message is being handled. Default AckWait/3.
+	// Heartbeat is the InProgress interval while a message is being handled; it must be
+	// shorter than AckWait. Default AckWait/3.
 	Heartbeat time.Duration
-	// Backoff is the NakWithDelay schedule by delivery count for a Retry without a delay;
-	// the last entry repeats. Default [DefaultBackoff]().
-	Backoff []time.Duration
 	// Replicas is the streams' replica count. Default 1.
 	Replicas int
 	// DuplicateWindow is the Nats-Msg-Id dedupe window of the commands, events and DLQ
@@ -87,10 +74,6 @@ type Config struct {
 	EventsMaxAge time.Duration
 	// DLQMaxAge is the dead-letter stream's MaxAge. Default 30 days.
 	DLQMaxAge time.Duration
-	// SweepInterval is how often Run looks for commands that exhausted MaxDeliver while no
-	// replica received the server's advisory; such a command is dead-lettered after two
-	// sweeps in a row found it. Default 1m.
-	SweepInterval time.Duration
 	// Instance identifies this process in logs.
 	Instance string
 	// Logger receives the consumer's logs. Default slog.Default().
@@ -121,17 +104,11 @@ func (c Config) WithDefaults() Config {
 	if c.FetchWait <= 0 {
 		c.FetchWait = DefaultFetchWait
 	}
-	if c.MaxDeliver <= 0 {
-		c.MaxDeliver = DefaultMaxDeliver
-	}
 	if c.AckWait <= 0 {
 		c.AckWait = DefaultAckWait
 	}
 	if c.Heartbeat <= 0 {
 		c.Heartbeat = c.AckWait / 3
-	}
-	if len(c.Backoff) == 0 {
-		c.Backoff = DefaultBackoff()
 	}
 	if c.Replicas <= 0 {
 		c.Replicas = DefaultReplicas
@@ -144,9 +121,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DLQMaxAge <= 0 {
 		c.DLQMaxAge = DefaultDLQMaxAge
-	}
-	if c.SweepInterval <= 0 {
-		c.SweepInterval = DefaultSweepInterval
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -163,15 +137,6 @@ func (c Config) validate() error {
 		return fmt.Errorf("%w: heartbeat %s must be shorter than ack wait %s", ErrInvalidConfig, c.Heartbeat, c.AckWait)
 	}
 	return nil
-}
-
-// backoff returns the Retry delay for a message delivered the given number of times.
-func (c Config) backoff(delivered uint64) time.Duration {
-	if len(c.Backoff) == 0 {
-		c.Backoff = DefaultBackoff()
-	}
-	i := int(min(max(delivered, 1)-1, uint64(len(c.Backoff)-1)))
-	return c.Backoff[i]
 }
 
 // pullExpiry is how long each pull request of the message iterator lasts: FetchWait, but at

@@ -19,9 +19,9 @@ func TestWithDefaults(t *testing.T) {
 	}{
 		{"zero", Config{}, func(t *testing.T, c Config) {
 			if c.Durable != "proxbus" || c.Concurrency != 8 || c.MaxAckPending != 8 || c.FetchBatch != 64 ||
-				c.MaxDeliver != 5 || c.AckWait != 30*time.Second || c.Heartbeat != 10*time.Second ||
+				c.AckWait != 30*time.Second || c.Heartbeat != 10*time.Second ||
 				c.Replicas != 1 || c.DuplicateWindow != 2*time.Minute || c.EventsMaxAge != 7*24*time.Hour ||
-				c.DLQMaxAge != 30*24*time.Hour || len(c.Backoff) != 5 || c.Logger == nil || c.FetchWait != time.Second {
+				c.DLQMaxAge != 30*24*time.Hour || c.Logger == nil || c.FetchWait != time.Second {
 				t.Errorf("defaults = %+v", c)
 			}
 		}},
@@ -62,25 +62,10 @@ func TestWithDefaults(t *testing.T) {
 	}
 }
 
-// TestBackoffSchedule: the n-th delivery waits Backoff[n-1]; the last entry repeats.
-func TestBackoffSchedule(t *testing.T) {
-	t.Parallel()
-	c := Config{}.WithDefaults()
-	tests := []struct {
-		delivered uint64
-		want      time.Duration
-	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {3, 5 * time.Second}, {5, 30 * time.Second}, {9, 30 * time.Second}}
-	for _, tt := range tests {
-		if got := c.backoff(tt.delivered); got != tt.want {
-			t.Errorf("backoff(%d) = %v, want %v", tt.delivered, got, tt.want)
-		}
-	}
-}
-
 // TestNewRejectsBadConfig: New refuses what cannot work, with ErrInvalidConfig.
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
-	h := HandlerFunc(func(_ context.Context, _ events.Command, _ Attempt) Disposition { return Disposition{} })
+	h := HandlerFunc(func(context.Context, events.Command, events.Delivery) events.Disposition { return events.Disposition{} })
 	e := newEnv(t, nil)
 	tests := []struct {
 		name string
@@ -100,24 +85,5 @@ func TestNewRejectsBadConfig(t *testing.T) {
 				t.Errorf("err = %v, want ErrInvalidConfig", err)
 			}
 		})
-	}
-}
-
-// TestAttemptLast and Action names.
-func TestAttemptLastAndActionString(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		at   Attempt
-		last bool
-	}{{Attempt{1, 5}, false}, {Attempt{4, 5}, false}, {Attempt{5, 5}, true}, {Attempt{6, 5}, true}, {Attempt{3, 0}, false}}
-	for _, tt := range tests {
-		if got := tt.at.Last(); got != tt.last {
-			t.Errorf("%+v.Last() = %v, want %v", tt.at, got, tt.last)
-		}
-	}
-	for a, want := range map[Action]string{Ack: "ack", Retry: "retry", DeadLetterAction: "dead_letter", Action(9): "unknown"} {
-		if got := a.String(); got != want {
-			t.Errorf("Action(%d).String() = %q, want %q", int(a), got, want)
-		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 // them all.
 const (
 	// HeaderDLQReason is the machine-readable reason the message was dead-lettered:
-	// invalid_command (poison), a handler's reason (e.g. unknown_verb), or max_deliveries.
+	// invalid_command (poison) or the handler's reason (e.g. unknown_verb).
 	HeaderDLQReason = "Proxbus-Dlq-Reason"
 	// HeaderDLQSubject is the subject the message was originally published on.
 	HeaderDLQSubject = "Proxbus-Dlq-Subject"
@@ -39,9 +39,7 @@ const (
 
 // Dead-letter reasons the consumer itself gives (the Proxbus-Dlq-Reason header).
 const (
-	// ReasonMaxDeliveries is the dead-letter reason of a command that exhausted MaxDeliver.
-	ReasonMaxDeliveries = "max_deliveries"
-	// ReasonDeadLetter is the reason used when a handler's DeadLetterAction gives none.
+	// ReasonDeadLetter is the reason used when a handler's [events.DeadLetter] gives none.
 	ReasonDeadLetter = "dead_letter"
 	// ReasonInvalidCommand is the reason of every poison message (one that cannot be a
 	// command); [HeaderDLQDetail] carries the decoder's reason.

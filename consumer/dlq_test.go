@@ -16,8 +16,8 @@ import (
 func TestDeadLetterListShowReplay(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	h := &recorder{answer: func(ctx context.Context, cmd events.Command, at Attempt) Disposition {
-		return Disposition{Action: DeadLetterAction, Reason: "unknown_verb"}
+	h := &recorder{answer: func(context.Context, events.Command, events.Delivery) events.Disposition {
+		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
 	}}
 	r := e.start(t, h)
 	for _, id := range []string{"a1", "a2", "a3"} {

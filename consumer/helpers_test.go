@@ -29,15 +29,13 @@ type env struct {
 // testConfig is a Config with intervals short enough for fast tests.
 func testConfig() Config {
 	return Config{
-		Subjects:      events.NewSubjects("proxbus"),
-		Concurrency:   4,
-		FetchWait:     200 * time.Millisecond,
-		AckWait:       2 * time.Second,
-		Heartbeat:     300 * time.Millisecond,
-		Backoff:       []time.Duration{20 * time.Millisecond},
-		SweepInterval: 100 * time.Millisecond,
-		Instance:      "test",
-		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Subjects:    events.NewSubjects("proxbus"),
+		Concurrency: 4,
+		FetchWait:   200 * time.Millisecond,
+		AckWait:     2 * time.Second,
+		Heartbeat:   300 * time.Millisecond,
+		Instance:    "test",
+		Logger:      slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 }
 
@@ -228,23 +226,24 @@ func (e *env) deadLetters(t *testing.T) []DeadLetter {
 	return dl
 }
 
-// recorder is a Handler that records what it saw and answers with a function of the attempt.
+// recorder is a Handler that records what it saw and answers with a function of the
+// delivery (Ack when answer is nil).
 type recorder struct {
-	mu     sync.Mutex
-	cmds   []events.Command
-	tries  []Attempt
-	answer func(ctx context.Context, cmd events.Command, at Attempt) Disposition
+	mu         sync.Mutex
+	cmds       []events.Command
+	deliveries []events.Delivery
+	answer     func(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition
 }
 
-func (r *recorder) Handle(ctx context.Context, cmd events.Command, at Attempt) Disposition {
+func (r *recorder) Handle(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
 	r.mu.Lock()
 	r.cmds = append(r.cmds, cmd)
-	r.tries = append(r.tries, at)
+	r.deliveries = append(r.deliveries, d)
 	r.mu.Unlock()
 	if r.answer == nil {
-		return Disposition{Action: Ack}
+		return events.Disposition{Action: events.Ack}
 	}
-	return r.answer(ctx, cmd, at)
+	return r.answer(ctx, cmd, d)
 }
 
 func (r *recorder) count() int {
@@ -263,10 +262,10 @@ func (r *recorder) ids() []string {
 	return out
 }
 
-func (r *recorder) attempts() []Attempt {
+func (r *recorder) seen() []events.Delivery {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Attempt(nil), r.tries...)
+	return append([]events.Delivery(nil), r.deliveries...)
 }
 
 func natsConnect(url string) (*nats.Conn, error) { return nats.Connect(url) }

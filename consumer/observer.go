@@ -17,8 +17,8 @@ type Observer interface {
 	// runs in, e.g. one carrying a trace span that is a child of the command's traceparent;
 	// a non-empty TraceParent replaces cmd.TraceParent for the handler, so every event it
 	// publishes carries it; Done (when non-nil) is called once with the disposition after
-	// the handler returned (also after a panic, with the Retry it became).
-	Start(ctx context.Context, cmd events.Command, at Attempt) Observation
+	// the handler returned (also after a panic, with the Redeliver it became).
+	Start(ctx context.Context, cmd events.Command, d events.Delivery) Observation
 	// Redelivered is called for every delivery after the first of a message on verb's
 	// subject ("" when the subject names no verb).
 	Redelivered(verb string)
@@ -34,7 +34,7 @@ type Observation struct {
 	// TraceParent replaces the command's traceparent when non-empty.
 	TraceParent string
 	// Done is called with the disposition once the handler returned, when non-nil.
-	Done func(Disposition)
+	Done func(events.Disposition)
 }
 
 // PublishHook watches every message a [Publisher] stores. Published is called after the
@@ -65,9 +65,11 @@ func (f PublishHookFunc) Published(ctx context.Context, p Publication) { f(ctx, 
 // noopObserver is the Observer of a Config without one.
 type noopObserver struct{}
 
-func (noopObserver) Start(context.Context, events.Command, Attempt) Observation { return Observation{} }
-func (noopObserver) Redelivered(string)                                         {}
-func (noopObserver) DeadLettered(string, string)                                {}
+func (noopObserver) Start(context.Context, events.Command, events.Delivery) Observation {
+	return Observation{}
+}
+func (noopObserver) Redelivered(string)          {}
+func (noopObserver) DeadLettered(string, string) {}
 
 // observer returns c.cfg.Observer or a no-op.
 func (c *Consumer) observer() Observer {
@@ -79,8 +81,8 @@ func (c *Consumer) observer() Observer {
 
 // start runs the observer's Start for one delivery and returns the handler's context and
 // command, and the function to call with the disposition (never nil).
-func (c *Consumer) start(ctx context.Context, cmd events.Command, at Attempt) (context.Context, events.Command, func(Disposition)) {
-	obs := c.observer().Start(ctx, cmd, at)
+func (c *Consumer) start(ctx context.Context, cmd events.Command, d events.Delivery) (context.Context, events.Command, func(events.Disposition)) {
+	obs := c.observer().Start(ctx, cmd, d)
 	if obs.Context != nil {
 		ctx = obs.Context
 	}
@@ -89,7 +91,7 @@ func (c *Consumer) start(ctx context.Context, cmd events.Command, at Attempt) (c
 	}
 	done := obs.Done
 	if done == nil {
-		done = func(Disposition) {}
+		done = func(events.Disposition) {}
 	}
 	return ctx, cmd, done
 }
@@ -109,11 +111,11 @@ func Observers(obs ...Observer) Observer {
 
 type multiObserver []Observer
 
-func (m multiObserver) Start(ctx context.Context, cmd events.Command, at Attempt) Observation {
+func (m multiObserver) Start(ctx context.Context, cmd events.Command, d events.Delivery) Observation {
 	var res Observation
-	dones := make([]func(Disposition), 0, len(m))
+	dones := make([]func(events.Disposition), 0, len(m))
 	for _, o := range m {
-		obs := o.Start(ctx, cmd, at)
+		obs := o.Start(ctx, cmd, d)
 		if obs.Context != nil {
 			ctx = obs.Context
 			res.Context = ctx
@@ -125,9 +127,9 @@ func (m multiObserver) Start(ctx context.Context, cmd events.Command, at Attempt
 			dones = append(dones, obs.Done)
 		}
 	}
-	res.Done = func(d Disposition) {
+	res.Done = func(disp events.Disposition) {
 		for i := len(dones) - 1; i >= 0; i-- {
-			dones[i](d)
+			dones[i](disp)
 		}
 	}
 	return res

@@ -17,18 +17,18 @@ import (
 type obsRecorder struct {
 	mu          sync.Mutex
 	started     []string // command ids
-	done        []Action
+	done        []events.Action
 	redelivered []string
 	dead        [][2]string
 	ctxKey      any
 	traceParent string
 }
 
-func (o *obsRecorder) Start(ctx context.Context, cmd events.Command, _ Attempt) Observation {
+func (o *obsRecorder) Start(ctx context.Context, cmd events.Command, _ events.Delivery) Observation {
 	o.mu.Lock()
 	o.started = append(o.started, cmd.ID)
 	o.mu.Unlock()
-	obs := Observation{TraceParent: o.traceParent, Done: func(d Disposition) {
+	obs := Observation{TraceParent: o.traceParent, Done: func(d events.Disposition) {
 		o.mu.Lock()
 		defer o.mu.Unlock()
 		o.done = append(o.done, d.Action)
@@ -60,18 +60,18 @@ func (o *obsRecorder) snapshot() obsRecorder {
 	}
 }
 
-// TestObserverSeesRetriesRedeliveriesAndDeadLetters: a command retried once, then
+// TestObserverSeesRedeliveriesAndDeadLetters: a command redelivered once, then
 // dead-lettered by its handler, is started twice, finished with each disposition, redelivered
 // once and dead-lettered once under its verb and reason.
-func TestObserverSeesRetriesRedeliveriesAndDeadLetters(t *testing.T) {
+func TestObserverSeesRedeliveriesAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	obs := &obsRecorder{}
 	e := newEnv(t, func(c *Config) { c.Observer = obs })
-	h := &recorder{answer: func(_ context.Context, _ events.Command, at Attempt) Disposition {
-		if at.Delivered == 1 {
-			return Disposition{Action: Retry}
+	h := &recorder{answer: func(_ context.Context, _ events.Command, d events.Delivery) events.Disposition {
+		if d.Number == 1 {
+			return events.Disposition{Action: events.Redeliver}
 		}
-		return Disposition{Action: DeadLetterAction, Reason: "unknown_verb"}
+		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
 	}}
 	e.start(t, h)
 	e.publish(t, binaryCommand(e.s, "vm.start", "obs-1", `{}`))
@@ -81,7 +81,7 @@ func TestObserverSeesRetriesRedeliveriesAndDeadLetters(t *testing.T) {
 	if !slices.Equal(got.started, []string{"obs-1", "obs-1"}) {
 		t.Errorf("started %v", got.started)
 	}
-	if !slices.Equal(got.done, []Action{Retry, DeadLetterAction}) {
+	if !slices.Equal(got.done, []events.Action{events.Redeliver, events.DeadLetter}) {
 		t.Errorf("done %v", got.done)
 	}
 	if !slices.Equal(got.redelivered, []string{"vm.start"}) {
@@ -126,11 +126,11 @@ func TestObserverContextAndTraceParentReachTheHandler(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Observer = obs })
 	var mu sync.Mutex
 	var seenValue any
-	h := &recorder{answer: func(ctx context.Context, _ events.Command, _ Attempt) Disposition {
+	h := &recorder{answer: func(ctx context.Context, _ events.Command, _ events.Delivery) events.Disposition {
 		mu.Lock()
 		defer mu.Unlock()
 		seenValue = ctx.Value(ctxKey{})
-		return Disposition{}
+		return events.Disposition{}
 	}}
 	e.start(t, h)
 	e.publish(t, binaryCommand(e.s, "vm.start", "obs-ctx", `{}`))
@@ -157,7 +157,7 @@ func TestObservers(t *testing.T) {
 			return Observation{
 				Context:     context.WithValue(ctx, ctxKey{}, name+"<"+valueOf(ctx)),
 				TraceParent: tp,
-				Done:        func(Disposition) { order = append(order, name) },
+				Done:        func(events.Disposition) { order = append(order, name) },
 			}
 		}}
 	}
@@ -176,7 +176,7 @@ func TestObservers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			order = nil
-			res := Observers(tc.obs...).Start(context.Background(), events.Command{}, Attempt{})
+			res := Observers(tc.obs...).Start(context.Background(), events.Command{}, events.Delivery{})
 			ctx := res.Context
 			if ctx == nil {
 				ctx = context.Background()
@@ -187,7 +187,7 @@ func TestObservers(t *testing.T) {
 			if res.TraceParent != tc.wantTP {
 				t.Errorf("traceparent %q, want %q", res.TraceParent, tc.wantTP)
 			}
-			res.Done(Disposition{})
+			res.Done(events.Disposition{})
 			if !slices.Equal(order, tc.wantOrder) {
 				t.Errorf("done order %v, want %v", order, tc.wantOrder)
 			}
@@ -204,7 +204,7 @@ type funcObserver struct {
 	start func(ctx context.Context) Observation
 }
 
-func (f funcObserver) Start(ctx context.Context, _ events.Command, _ Attempt) Observation {
+func (f funcObserver) Start(ctx context.Context, _ events.Command, _ events.Delivery) Observation {
 	return f.start(ctx)
 }
 func (funcObserver) Redelivered(string)          {}

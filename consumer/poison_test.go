@@ -3,6 +3,7 @@ package consumer
 import (
 	"bytes"
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/testenv"
 )
 
 // TestPoisonMessagesAreDeadLettered: messages that cannot be a command never reach the
@@ -200,7 +202,7 @@ func TestPoisonCanaryIsRedacted(t *testing.T) {
 	}
 }
 
-// TestDeadLetterDisposition: a handler's DeadLetterAction copies the command to
+// TestDeadLetterDisposition: a handler's DeadLetter copies the command to
 // proxbus.dlq.<verb> with its reason and terminates it after one delivery.
 func TestDeadLetterDisposition(t *testing.T) {
 	t.Parallel()
@@ -214,8 +216,8 @@ func TestDeadLetterDisposition(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
-			h := &recorder{answer: func(context.Context, events.Command, Attempt) Disposition {
-				return Disposition{Action: DeadLetterAction, Reason: tt.reason}
+			h := &recorder{answer: func(context.Context, events.Command, events.Delivery) events.Disposition {
+				return events.Disposition{Action: events.DeadLetter, Reason: tt.reason}
 			}}
 			e.start(t, h)
 			e.publish(t, binaryCommand(e.s, "vm.frobnicate", "dl1", `{"password":"x-secret-x"}`))
@@ -234,6 +236,57 @@ func TestDeadLetterDisposition(t *testing.T) {
 			}
 			if h.count() != 1 {
 				t.Errorf("handled %d times, want 1", h.count())
+			}
+		})
+	}
+}
+
+// TestDeadLetterFailureKeepsTheMessage: when the dead-letter copy cannot be stored (the DLQ
+// stream is gone), neither a poison message nor a handler's DeadLetter is terminated: the
+// message is nak'ed with a delay and dead-lettered on a later delivery once the DLQ is back.
+func TestDeadLetterFailureKeepsTheMessage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		msg  func(s events.Subjects) *nats.Msg
+	}{
+		{"poison", func(s events.Subjects) *nats.Msg {
+			m := binaryCommand(s, "vm.start", "kept-poison", `{}`)
+			m.Header.Del("ce-source")
+			return m
+		}},
+		{"handler dead letter", func(s events.Subjects) *nats.Msg {
+			return binaryCommand(s, "vm.start", "kept-dl", `{}`)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			logs := &testenv.Buffer{}
+			e := newEnv(t, func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(logs, nil)) })
+			if err := e.js.DeleteStream(ctxT(t), e.s.DLQStream()); err != nil {
+				t.Fatalf("delete DLQ stream: %v", err)
+			}
+			h := &recorder{answer: func(context.Context, events.Command, events.Delivery) events.Disposition {
+				return events.Disposition{Action: events.DeadLetter, Reason: "attempts_exhausted"}
+			}}
+			e.start(t, h)
+			e.publish(t, tt.msg(e.s))
+			eventually(t, 10*time.Second, "a failed dead letter", func() bool {
+				return strings.Contains(logs.String(), "could not dead-letter")
+			})
+			if n := e.streamMsgs(t, e.s.CommandsStream()); n != 1 {
+				t.Fatalf("%d commands in the stream after a failed dead letter, want 1 (kept)", n)
+			}
+
+			if err := Provision(ctxT(t), e.js, e.cfg); err != nil {
+				t.Fatalf("provision: %v", err)
+			}
+			eventually(t, 20*time.Second, "dead-lettered on a later delivery", func() bool {
+				return e.streamMsgs(t, e.s.CommandsStream()) == 0 && len(e.deadLetters(t)) == 1
+			})
+			if d := e.deadLetters(t)[0]; d.Header.Get(HeaderDLQDeliveries) == "1" {
+				t.Errorf("dead-lettered on delivery %s, want a later one", d.Header.Get(HeaderDLQDeliveries))
 			}
 		})
 	}

@@ -5,27 +5,30 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/beat"
+)
+
+// Delays of the redeliveries the consumer decides on itself.
+const (
+	// panicDelay is how long the message of a handler that panicked (or returned an unknown
+	// action) rests before it is delivered again.
+	panicDelay = time.Second
+	// deadLetterRetryDelay is how long a message whose dead-lettering could not be completed
+	// rests before it is delivered again.
+	deadLetterRetryDelay = 5 * time.Second
 )
 
 // process handles one delivery from start to its final ack, nak or term, heartbeating
-// InProgress the whole time. ctx is the Run context: it is passed to the handler, and
+// InProgress until it is settled. ctx is the Run context: it is passed to the handler, and
 // everything after the handler returned runs without its cancellation.
-//
-// handled is called once the message's fate is decided and only JetStream round trips remain:
-// after the handler returned (also after a panic turned into a Retry), or before a poison
-// message is dead-lettered. The caller frees the worker slot there, so the next pull is
-// outstanding while this message is acked. process may return without calling it (a message
-// without JetStream metadata), so the caller also frees the slot, at most once, on return.
-func (c *Consumer) process(ctx context.Context, beats *beat.Slot, delivery jetstream.Msg, handled func()) {
-	stop := c.heartbeat(beats, delivery)
-	defer stop()
-	msg := settling{Msg: delivery, stop: stop}
+func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
+	msg := c.keepAlive(delivery)
+	defer msg.stop()
 
 	meta, err := msg.Metadata()
 	if err != nil {
@@ -33,54 +36,63 @@ func (c *Consumer) process(ctx context.Context, beats *beat.Slot, delivery jetst
 		c.log.Error("message without JetStream metadata", "subject", msg.Subject(), "err", err)
 		return
 	}
-	at := Attempt{Delivered: meta.NumDelivered, MaxDeliver: c.maxDeliver}
+	d := events.Delivery{Number: meta.NumDelivered, Stored: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
 	o := original{
 		Subject:    msg.Subject(),
 		Header:     msg.Headers(),
 		Data:       msg.Data(),
-		StreamSeq:  meta.Sequence.Stream,
-		Deliveries: meta.NumDelivered,
+		StreamSeq:  d.StreamSeq,
+		Deliveries: d.Number,
 	}
-
-	if meta.NumDelivered > 1 {
+	if d.Number > 1 {
 		verb, _ := c.cfg.Subjects.VerbOf(msg.Subject())
 		c.observer().Redelivered(verb)
 	}
 
 	cmd, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), c.cfg.Subjects)
 	if err != nil {
-		handled()
-		c.poison(context.WithoutCancel(ctx), msg, o, at, err)
+		c.poison(context.WithoutCancel(ctx), msg, o, err)
 		return
 	}
-	hctx, hcmd, done := c.start(ctx, cmd, at)
-	d := c.handle(hctx, hcmd, at)
-	done(d)
-	handled()
-	c.apply(context.WithoutCancel(hctx), msg, o, cmd, at, d)
+	hctx, hcmd, done := c.start(ctx, cmd, d)
+	disp := c.handle(hctx, hcmd, d)
+	done(disp)
+	c.apply(context.WithoutCancel(hctx), msg, o, cmd, disp)
 }
 
-// heartbeat sends InProgress for msg every Heartbeat, from the worker's slot of the Run's
-// heartbeat group, until the returned stop is called (see [beat.Slot]: the first beat comes
-// between 3/4 of Heartbeat and Heartbeat after the delivery; stop waits for a beat in
-// progress, and no beat starts after it returned). A message settled before its first beat
-// costs no timer. stop releases whatever the slot holds, so it is called only while msg is
-// held: process calls it before it returns and the slot's next message is held.
-func (c *Consumer) heartbeat(beats *beat.Slot, msg jetstream.Msg) (stop func()) {
-	beats.Hold(func() bool {
-		if err := msg.InProgress(); err != nil {
-			c.log.Warn("in-progress heartbeat failed", "subject", msg.Subject(), "err", err)
-		}
-		return true
-	})
-	return beats.Release
-}
-
-// settling is a delivery whose heartbeat stops just before it is settled (acked, nak'ed or
-// terminated), so no InProgress can follow the final answer and, e.g., undo a nak's delay.
+// settling is a delivery kept alive with InProgress every Heartbeat by a goroutine of its
+// own. The heartbeat stops just before the message is settled (acked, nak'ed or terminated),
+// so no InProgress can follow the final answer and, e.g., undo a nak's delay.
 type settling struct {
 	jetstream.Msg
+	// stop ends the heartbeat and returns once its goroutine has ended; it may be called
+	// more than once.
 	stop func()
+}
+
+// keepAlive starts msg's heartbeat: the first InProgress is sent Heartbeat after the call.
+// The caller must call stop on the returned message.
+func (c *Consumer) keepAlive(msg jetstream.Msg) settling {
+	done := make(chan struct{})
+	var beating sync.WaitGroup
+	beating.Go(func() {
+		t := time.NewTicker(c.cfg.Heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				if err := msg.InProgress(); err != nil {
+					c.log.Warn("in-progress heartbeat failed", "subject", msg.Subject(), "err", err)
+				}
+			case <-done:
+				return
+			}
+		}
+	})
+	return settling{Msg: msg, stop: sync.OnceFunc(func() {
+		close(done)
+		beating.Wait()
+	})}
 }
 
 func (m settling) DoubleAck(ctx context.Context) error { m.stop(); return m.Msg.DoubleAck(ctx) }
@@ -90,67 +102,64 @@ func (m settling) NakWithDelay(d time.Duration) error  { m.stop(); return m.Msg.
 func (m settling) Term() error                         { m.stop(); return m.Msg.Term() }
 func (m settling) TermWithReason(r string) error       { m.stop(); return m.Msg.TermWithReason(r) }
 
-// handle calls the handler, turning a panic into a logged Retry so one bad command cannot
-// take the process down.
-func (c *Consumer) handle(ctx context.Context, cmd events.Command, at Attempt) (d Disposition) {
+// handle calls the handler, turning a panic into a logged Redeliver so one bad command
+// cannot take the process down.
+func (c *Consumer) handle(ctx context.Context, cmd events.Command, d events.Delivery) (disp events.Disposition) {
 	defer func() {
 		if r := recover(); r != nil {
-			c.log.Error("handler panicked; retrying", "command_id", cmd.ID, "verb", cmd.Verb, "panic", fmt.Sprint(r))
-			d = Disposition{Action: Retry}
+			c.log.Error("handler panicked; the command will be redelivered",
+				"command_id", cmd.ID, "verb", cmd.Verb, "delivery", d.Number, "panic", fmt.Sprint(r))
+			disp = events.Disposition{Action: events.Redeliver, Delay: panicDelay}
 		}
 	}()
-	return c.handler.Handle(ctx, cmd, at)
+	return c.handler.Handle(ctx, cmd, d)
 }
 
 // apply carries out a handler's disposition.
-func (c *Consumer) apply(ctx context.Context, msg jetstream.Msg, o original, cmd events.Command, at Attempt, d Disposition) {
-	// The logger is built only where something is logged: the ack of every command is the
-	// hot path.
-	logger := func() *slog.Logger {
-		return c.log.With("command_id", cmd.ID, "verb", cmd.Verb, "stream_seq", o.StreamSeq, "delivered", at.Delivered)
-	}
-	switch d.Action {
-	case Ack:
-		if err := msg.DoubleAck(c.acks.context()); err != nil {
+func (c *Consumer) apply(ctx context.Context, msg settling, o original, cmd events.Command, disp events.Disposition) {
+	log := c.log.With("command_id", cmd.ID, "verb", cmd.Verb, "stream_seq", o.StreamSeq, "delivery", o.Deliveries)
+	switch disp.Action {
+	case events.Ack:
+		actx, cancel := context.WithTimeout(ctx, opTimeout)
+		defer cancel()
+		if err := msg.DoubleAck(actx); err != nil {
 			// The handler already published the result; a redelivery replays it.
-			logger().Warn("ack failed; the command will be redelivered", "err", err)
+			log.Warn("ack failed; the command will be redelivered", "err", err)
 		}
-	case Retry:
-		log := logger()
-		delay := d.Delay
-		if delay <= 0 {
-			delay = c.cfg.backoff(at.Delivered)
-		}
-		if at.Last() {
-			// No redelivery follows: nak at once so the server gives up now and the
-			// max-deliveries dead letter and result are not delayed by a backoff.
-			delay = 0
-		}
-		if err := msg.NakWithDelay(delay); err != nil {
-			log.Warn("nak failed; the command will be redelivered after AckWait", "err", err)
-			return
-		}
-		log.Info("command will be retried", "delay", delay, "last", at.Last())
-	case DeadLetterAction:
-		reason := d.Reason
+	case events.Redeliver:
+		c.redeliver(msg, max(disp.Delay, 0), log)
+	case events.DeadLetter:
+		reason := disp.Reason
 		if reason == "" {
 			reason = ReasonDeadLetter
 		}
-		c.deadLetterAndTerm(ctx, msg, o, cmd.Verb, reason, "", at)
+		c.deadLetterAndTerm(ctx, msg, o, cmd.Verb, reason, "")
 	default:
-		log := logger()
-		log.Error("unknown disposition; retrying", "action", int(d.Action))
-		if err := msg.NakWithDelay(c.cfg.backoff(at.Delivered)); err != nil {
-			log.Warn("nak failed", "err", err)
-		}
+		log.Error("unknown disposition; the command will be redelivered", "action", int(disp.Action))
+		c.redeliver(msg, panicDelay, log)
 	}
+}
+
+// redeliver naks msg so it is delivered again after delay (at once when 0).
+func (c *Consumer) redeliver(msg settling, delay time.Duration, log *slog.Logger) {
+	var err error
+	if delay == 0 {
+		err = msg.Nak()
+	} else {
+		err = msg.NakWithDelay(delay)
+	}
+	if err != nil {
+		log.Warn("nak failed; the command will be redelivered after AckWait", "err", err)
+		return
+	}
+	log.Debug("command will be redelivered", "delay", delay)
 }
 
 // poison handles a message that cannot be a command: the 400 result where an id is readable,
 // the dead-letter copy (reason invalid_command, detail the decoder's reason), and
-// TermWithReason. If either publish fails the message is nak'ed
-// with backoff, so nothing is lost; both publishes are deduplicated on the retry.
-func (c *Consumer) poison(ctx context.Context, msg jetstream.Msg, o original, at Attempt, decodeErr error) {
+// TermWithReason. If either publish fails the message is nak'ed with a delay, so nothing is
+// lost; both publishes are deduplicated on the next delivery.
+func (c *Consumer) poison(ctx context.Context, msg settling, o original, decodeErr error) {
 	var p *events.PoisonError
 	if !errors.As(decodeErr, &p) {
 		p = &events.PoisonError{Reason: "undecodable", Err: decodeErr}
@@ -166,20 +175,20 @@ func (c *Consumer) poison(ctx context.Context, msg jetstream.Msg, o original, at
 
 	if r, origin, ok := events.InvalidCommandResult(p); ok {
 		if err := c.publishResult(ctx, origin, r); err != nil {
-			c.nakAfterFailure(msg, at, log, err)
+			c.nakAfterFailure(msg, log, err)
 			return
 		}
 	}
-	c.deadLetterAndTerm(ctx, msg, o, verb, ReasonInvalidCommand, p.Reason, at)
+	c.deadLetterAndTerm(ctx, msg, o, verb, ReasonInvalidCommand, p.Reason)
 }
 
 // deadLetterAndTerm copies the message to the dead-letter stream and terminates it; if the
-// copy cannot be stored, the message is nak'ed with backoff instead.
-func (c *Consumer) deadLetterAndTerm(ctx context.Context, msg jetstream.Msg, o original, verb, reason, detail string, at Attempt) {
+// copy cannot be stored, the message is nak'ed with a delay instead.
+func (c *Consumer) deadLetterAndTerm(ctx context.Context, msg settling, o original, verb, reason, detail string) {
 	dctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := c.deadLetter(dctx, o, verb, reason, detail); err != nil {
-		c.nakAfterFailure(msg, at, c.log.With("stream_seq", o.StreamSeq), err)
+		c.nakAfterFailure(msg, c.log.With("stream_seq", o.StreamSeq), err)
 		return
 	}
 	term := reason
@@ -203,10 +212,9 @@ func (c *Consumer) publishResult(ctx context.Context, o events.Origin, r events.
 }
 
 // nakAfterFailure naks a message whose dead-lettering could not be completed.
-func (c *Consumer) nakAfterFailure(msg jetstream.Msg, at Attempt, log *slog.Logger, cause error) {
-	delay := c.cfg.backoff(at.Delivered)
-	log.Error("could not dead-letter; will retry", "err", cause, "delay", delay)
-	if err := msg.NakWithDelay(delay); err != nil {
+func (c *Consumer) nakAfterFailure(msg settling, log *slog.Logger, cause error) {
+	log.Error("could not dead-letter; will retry", "err", cause, "delay", deadLetterRetryDelay)
+	if err := msg.NakWithDelay(deadLetterRetryDelay); err != nil {
 		log.Error("nak failed", "err", err)
 	}
 }

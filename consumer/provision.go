@@ -48,9 +48,10 @@ func StreamConfigs(cfg Config) []jetstream.StreamConfig {
 }
 
 // ConsumerConfig returns the durable pull consumer's configuration: explicit acks, deliver
-// all, MaxDeliver, AckWait, MaxAckPending, filtered on the command subjects, and no BackOff
-// (a BackOff would replace AckWait and naks ignore it; retries use NakWithDelay instead).
-// Defaults are applied to cfg first.
+// all, AckWait, MaxAckPending, filtered on the command subjects, MaxDeliver -1 (unlimited:
+// deliveries are not attempts, see the package doc) and no BackOff (a BackOff would replace
+// AckWait and naks ignore it; redeliveries use NakWithDelay instead). Defaults are applied to
+// cfg first.
 func ConsumerConfig(cfg Config) jetstream.ConsumerConfig {
 	cfg = cfg.WithDefaults()
 	return jetstream.ConsumerConfig{
@@ -59,7 +60,7 @@ func ConsumerConfig(cfg Config) jetstream.ConsumerConfig {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver,
+		MaxDeliver:    -1,
 		MaxAckPending: cfg.MaxAckPending,
 		FilterSubject: cfg.Subjects.CommandsFilter(),
 	}
@@ -67,7 +68,7 @@ func ConsumerConfig(cfg Config) jetstream.ConsumerConfig {
 
 // Provision creates or updates the three streams of contract §1 and the durable pull consumer.
 // It is idempotent: running it twice, or against an older configuration, converges on
-// [StreamConfigs] and [ConsumerConfig]. It returns ErrInvalidConfig (wrapped) for an unusable
+// [StreamConfigs] and [ConsumerConfig]; a durable created with a delivery limit loses it. It returns ErrInvalidConfig (wrapped) for an unusable
 // cfg, or the first JetStream error, wrapped with the stream or consumer name; a change the
 // server refuses (e.g. a different retention policy on an existing stream) is such an error.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {

@@ -1,6 +1,7 @@
 package consumer
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -46,7 +47,7 @@ func TestStreamConfigsFollowContract(t *testing.T) {
 }
 
 // TestConsumerConfigHasNoBackOff pins the durable: explicit acks, no BackOff (which would
-// replace AckWait), MaxAckPending tied to Concurrency.
+// replace AckWait), no delivery limit, MaxAckPending tied to Concurrency.
 func TestConsumerConfigHasNoBackOff(t *testing.T) {
 	t.Parallel()
 	cc := ConsumerConfig(Config{Subjects: events.NewSubjects("proxbus"), Concurrency: 3})
@@ -56,27 +57,27 @@ func TestConsumerConfigHasNoBackOff(t *testing.T) {
 	if len(cc.BackOff) != 0 {
 		t.Errorf("BackOff = %v, want none", cc.BackOff)
 	}
-	if cc.MaxAckPending != 3 || cc.MaxDeliver != 5 || cc.AckWait != 30*time.Second || cc.FilterSubject != "proxbus.cmd.>" {
+	if cc.MaxAckPending != 3 || cc.MaxDeliver != -1 || cc.AckWait != 30*time.Second || cc.FilterSubject != "proxbus.cmd.>" {
 		t.Errorf("MaxAckPending %d MaxDeliver %d AckWait %v Filter %s", cc.MaxAckPending, cc.MaxDeliver, cc.AckWait, cc.FilterSubject)
 	}
 }
 
-// TestProvisionIsIdempotent runs Provision twice, then with a changed MaxDeliver, and checks
+// TestProvisionIsIdempotent runs Provision twice, then with a changed AckWait, and checks
 // the server converges each time.
 func TestProvisionIsIdempotent(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
 	steps := []struct {
-		name       string
-		maxDeliver int
+		name    string
+		ackWait time.Duration
 	}{
-		{"create", 5},
-		{"again", 5},
-		{"update max deliver", 7},
+		{"create", 2 * time.Second},
+		{"again", 2 * time.Second},
+		{"update ack wait", 3 * time.Second},
 	}
 	for _, step := range steps {
 		cfg := testConfig()
-		cfg.MaxDeliver = step.maxDeliver
+		cfg.AckWait = step.ackWait
 		if err := Provision(ctxT(t), n.JS, cfg); err != nil {
 			t.Fatalf("%s: provision: %v", step.name, err)
 		}
@@ -94,8 +95,8 @@ func TestProvisionIsIdempotent(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: consumer: %v", step.name, err)
 		}
-		if got := c.CachedInfo().Config.MaxDeliver; got != step.maxDeliver {
-			t.Errorf("%s: MaxDeliver = %d, want %d", step.name, got, step.maxDeliver)
+		if got := c.CachedInfo().Config; got.AckWait != step.ackWait || got.MaxDeliver != -1 {
+			t.Errorf("%s: AckWait %v MaxDeliver %d, want %v -1", step.name, got.AckWait, got.MaxDeliver, step.ackWait)
 		}
 	}
 	names := n.JS.StreamNames(ctxT(t))
@@ -106,6 +107,47 @@ func TestProvisionIsIdempotent(t *testing.T) {
 	if count != 3 {
 		t.Errorf("%d streams, want 3", count)
 	}
+}
+
+// TestProvisionLiftsDeliveryLimit: a durable created by an older version with MaxDeliver 5
+// is updated to MaxDeliver -1 (unlimited) in place, its pending message kept, and that
+// message can then be delivered more than 5 times.
+func TestProvisionLiftsDeliveryLimit(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	cfg := testConfig()
+	for _, sc := range StreamConfigs(cfg) {
+		if _, err := n.JS.CreateStream(ctxT(t), sc); err != nil {
+			t.Fatalf("create stream %s: %v", sc.Name, err)
+		}
+	}
+	old := ConsumerConfig(cfg)
+	old.MaxDeliver = 5
+	if _, err := n.JS.CreateConsumer(ctxT(t), cfg.Subjects.CommandsStream(), old); err != nil {
+		t.Fatalf("create old durable: %v", err)
+	}
+	e := &env{js: n.JS, cfg: cfg, s: cfg.Subjects}
+	e.publish(t, binaryCommand(e.s, "vm.start", "old1", `{}`))
+	if got := e.consumerInfo(t).Config.MaxDeliver; got != 5 {
+		t.Fatalf("old durable MaxDeliver %d, want 5", got)
+	}
+
+	if err := Provision(ctxT(t), n.JS, cfg); err != nil {
+		t.Fatalf("provision: %v", err)
+	}
+	if got := e.consumerInfo(t).Config.MaxDeliver; got != -1 {
+		t.Errorf("MaxDeliver after Provision = %d, want -1", got)
+	}
+	h := &recorder{answer: func(_ context.Context, _ events.Command, d events.Delivery) events.Disposition {
+		if d.Number <= 7 {
+			return events.Disposition{Action: events.Redeliver}
+		}
+		return events.Disposition{Action: events.Ack}
+	}}
+	e.start(t, h)
+	eventually(t, 10*time.Second, "acked on the 8th delivery", func() bool {
+		return h.count() == 8 && e.streamMsgs(t, e.s.CommandsStream()) == 0
+	})
 }
 
 // TestProvisionRejectsEmptyPrefix: a config without a prefix is refused before touching the

@@ -18,6 +18,7 @@ import (
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/app"
 )
 
 // waitLimit bounds every wait below. It is a safety net against a hung test, not a timed
@@ -136,8 +137,8 @@ func eventually(cond func() bool) bool {
 
 // TestNATSAccountPermissions runs proxbus's consumer, a producer, a subscriber and the CLI
 // against a server configured by nats/accounts.conf: each role can do its whole job (the
-// proxbus user provisions, fetches, acks, dead-letters a poison message and an exhausted
-// command from the max-deliveries advisory) and nothing outside it. Not parallel: it sets
+// proxbus user provisions, fetches, acks, dead-letters a poison message and a command its
+// handler gives up on, and reads a command's events back) and nothing outside it. Not parallel: it sets
 // the password variables in the environment.
 func TestNATSAccountPermissions(t *testing.T) {
 	connect := startAccountsServer(t)
@@ -145,8 +146,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 	t.Cleanup(cancel)
 	subjects := events.NewSubjects("")
 	cfg := consumer.Config{
-		Subjects: subjects, MaxDeliver: 1, FetchWait: 200 * time.Millisecond,
-		AckWait: 2 * time.Second, Heartbeat: 500 * time.Millisecond, SweepInterval: 200 * time.Millisecond,
+		Subjects: subjects, FetchWait: 200 * time.Millisecond,
+		AckWait: 2 * time.Second, Heartbeat: 500 * time.Millisecond,
 		Instance: "deploy-test", Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 
@@ -183,14 +184,22 @@ func TestNATSAccountPermissions(t *testing.T) {
 
 	var mu sync.Mutex
 	handled := map[string]int{}
-	h := consumer.HandlerFunc(func(_ context.Context, cmd events.Command, _ consumer.Attempt) consumer.Disposition {
+	history := app.NewHistory(svc.js, subjects)
+	h := consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, _ events.Delivery) events.Disposition {
 		mu.Lock()
 		handled[cmd.ID]++
 		mu.Unlock()
-		if cmd.ID == "exhaust-1" {
-			return consumer.Disposition{Action: consumer.Retry}
+		// The pipeline's reads on a later delivery: the newest step and the stored result.
+		if _, _, err := history.LastStep(ctx, cmd.Ref()); err != nil {
+			t.Errorf("proxbus: read the newest step: %v", err)
 		}
-		return consumer.Disposition{Action: consumer.Ack}
+		if _, err := history.HasResult(ctx, cmd.Ref()); err != nil {
+			t.Errorf("proxbus: look up the result: %v", err)
+		}
+		if cmd.ID == "exhaust-1" {
+			return events.Disposition{Action: events.DeadLetter, Reason: "attempts_exhausted"}
+		}
+		return events.Disposition{Action: events.Ack}
 	})
 	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js), events.NewEmitter(subjects, "deploy-test"))
 	if err != nil {
@@ -216,10 +225,10 @@ func TestNATSAccountPermissions(t *testing.T) {
 		return s.CachedInfo().State.Msgs
 	}
 	if !eventually(func() bool {
-		return msgs(subjects.CommandsStream()) == 0 && msgs(subjects.DLQStream()) == 2 && msgs(subjects.EventsStream()) == 2
+		return msgs(subjects.CommandsStream()) == 0 && msgs(subjects.DLQStream()) == 2 && msgs(subjects.EventsStream()) == 1
 	}) {
 		svc.noErrors(t, "proxbus") // the permission the proxbus user lacked, if any
-		t.Fatalf("never happened: commands acked or dead-lettered, 2 dead letters, 2 results (now %d, %d, %d)",
+		t.Fatalf("never happened: commands acked or dead-lettered, 2 dead letters, 1 result (the poison's) (now %d, %d, %d)",
 			msgs(subjects.CommandsStream()), msgs(subjects.DLQStream()), msgs(subjects.EventsStream()))
 	}
 	stop()
@@ -237,8 +246,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 	for _, d := range dls {
 		reasons[d.Reason] = true
 	}
-	if !reasons[consumer.ReasonInvalidCommand] || !reasons[consumer.ReasonMaxDeliveries] {
-		t.Errorf("dead-letter reasons %v, want %s and %s", reasons, consumer.ReasonInvalidCommand, consumer.ReasonMaxDeliveries)
+	if !reasons[consumer.ReasonInvalidCommand] || !reasons["attempts_exhausted"] {
+		t.Errorf("dead-letter reasons %v, want %s and attempts_exhausted", reasons, consumer.ReasonInvalidCommand)
 	}
 	svc.noErrors(t, "proxbus")
 	producer.noErrors(t, "producer")
@@ -248,7 +257,7 @@ func TestNATSAccountPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatalf("subscriber: ordered consumer on events: %v", err)
 	}
-	batch, err := oc.Fetch(2, jetstream.FetchMaxWait(waitLimit))
+	batch, err := oc.Fetch(1, jetstream.FetchMaxWait(waitLimit))
 	if err != nil {
 		t.Fatalf("subscriber: fetch events: %v", err)
 	}
@@ -256,8 +265,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 	for range batch.Messages() {
 		n++
 	}
-	if n != 2 {
-		t.Errorf("subscriber read %d events, want 2 (%v)", n, batch.Error())
+	if n != 1 {
+		t.Errorf("subscriber read %d events, want 1 (%v)", n, batch.Error())
 	}
 	if _, err := sub.nc.SubscribeSync(subjects.EventsFilter()); err != nil {
 		t.Fatalf("subscriber: subscribe events: %v", err)

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,8 +91,8 @@ func TestJournalRepairedByRepairer(t *testing.T) {
 	}
 }
 
-// TestJournalWriteAheadUnavailable: without the write-ahead entry nothing is dispatched; after
-// the last delivery the answer is 503 netbox_journal_unavailable.
+// TestJournalWriteAheadUnavailable: without the write-ahead entry nothing is dispatched; the
+// command waits for NetBox (it spends no attempt) and runs once NetBox answers.
 func TestJournalWriteAheadUnavailable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -101,11 +102,23 @@ func TestJournalWriteAheadUnavailable(t *testing.T) {
 		t.Fatalf("warm-up %d", r.Status)
 	}
 	e.netbox.SetDown(true)
-	res := e.send(e.command(pbs("pbs-wa")))
-	if res.Status != 503 || res.Reason != "netbox_journal_unavailable" {
-		t.Fatalf("got %d %s", res.Status, res.Reason)
-	}
+	cmd := e.command(pbs("pbs-wa"))
+	e.publish(cmd)
+	eventually(t, 20*time.Second, "a retrying journal step", func() bool {
+		return slices.ContainsFunc(e.steps(cmd), func(s events.Step) bool { return s.Step == "journal" && s.Status == events.StepRetrying })
+	})
+	time.Sleep(time.Second) // several more deliveries while NetBox is down
 	if _, ok := e.pve.StorageConfig("pbs-wa"); ok {
 		t.Error("storage created without a write-ahead entry")
+	}
+	if res := e.resultsOf(cmd); len(res) != 0 {
+		t.Fatalf("answered while NetBox was down: %+v", res)
+	}
+	e.netbox.SetDown(false)
+	if res := e.result(cmd); res.Status != 201 || !res.JournalFinalized {
+		t.Fatalf("after NetBox came back: %d %s %s", res.Status, res.Result, res.Reason)
+	}
+	if n := e.pve.Requests("POST", "/storage"); n != 2 {
+		t.Errorf("POSTs = %d, want 2 (the warm-up and this one)", n)
 	}
 }

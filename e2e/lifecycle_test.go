@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -147,28 +146,41 @@ func TestPoisonMessages(t *testing.T) {
 	}
 }
 
-// TestMaxDeliveries: a command that is redelivered until MaxDeliver (its twin holds the lease
-// forever) is dead-lettered from the advisory and gets a 503 result.
-func TestMaxDeliveries(t *testing.T) {
+// TestWaitingNeverDeadLettered: a command whose twin holds it (a replica that claimed it and
+// vanished, its lease not yet expired) is redelivered as often as it takes — many more
+// deliveries than --max-attempts — and is neither answered nor dead-lettered while it waits;
+// once the lease expires it is resumed and runs once.
+func TestWaitingNeverDeadLettered(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	cmd := e.command(pbs("pbs-stuck"))
-	e.deadReplica(cmd, time.Hour, false) // a twin holding the command forever
-	// A short lease keeps the last delivery's wait for its twin (twenty lease lifetimes) short.
-	e.start(func(c *app.Config) { c.MaxDeliver, c.LeaseTTL = 2, 300*time.Millisecond })
-	res := e.send(cmd)
-	if res.Status != 503 {
-		t.Fatalf("result %d %s, want 503", res.Status, res.Reason)
+	e.deadReplica(cmd, 4*time.Second, false)
+	e.start()
+	e.publish(cmd)
+	res := e.result(cmd)
+	if res.Status != 201 || res.Replayed {
+		t.Fatalf("result %d %s %s, want a first-hand 201", res.Status, res.Result, res.Reason)
 	}
-	eventually(t, 10*time.Second, "the dead letter", func() bool {
-		return len(e.streamMessages(e.subjects.DLQStream(), e.subjects.DLQ("storage.pbs.create"))) == 1
-	})
-	dl := e.streamMessages(e.subjects.DLQStream(), "")[0]
-	if dl.Header.Get("Proxbus-Dlq-Reason") != "max_deliveries" {
-		t.Errorf("reason %q", dl.Header.Get("Proxbus-Dlq-Reason"))
+	if n := len(e.resultsOf(cmd)); n != 1 {
+		t.Errorf("%d results, want 1", n)
 	}
-	if n := e.pve.Requests("POST", "/storage"); n != 0 {
-		t.Errorf("POSTs = %d", n)
+	var waited int
+	for _, st := range e.steps(cmd) {
+		if st.Status == events.StepWaiting {
+			waited++
+		}
+		if st.Attempt != 1 {
+			t.Errorf("step %s %s has attempt %d, want 1: waiting spends none", st.Step, st.Status, st.Attempt)
+		}
+	}
+	if waited != 1 {
+		t.Errorf("%d waiting steps, want 1", waited)
+	}
+	if n := len(e.streamMessages(e.subjects.DLQStream(), "")); n != 0 {
+		t.Errorf("%d dead letters, want none", n)
+	}
+	if n := e.pve.Requests("POST", "/storage"); n != 1 {
+		t.Errorf("POSTs = %d, want 1", n)
 	}
 }
 

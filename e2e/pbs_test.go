@@ -47,33 +47,42 @@ func TestGateRefusals(t *testing.T) {
 	}
 }
 
-// TestGateFailsClosedWhenNetBoxIsDown: the gate cannot read allow_writes → redelivered, and
-// after the last delivery 503 netbox_unavailable; nothing written.
-func TestGateFailsClosedWhenNetBoxIsDown(t *testing.T) {
+// TestGateWaitsWhileNetBoxIsDown: the gate cannot read allow_writes → the command waits,
+// redelivered without spending an attempt and saying so once, for as many deliveries as it
+// takes (here more than --max-attempts); nothing is written until NetBox answers, then it runs.
+func TestGateWaitsWhileNetBoxIsDown(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	e.start()
 	e.netbox.SetDown(true)
 	cmd := e.command(pbs("down1"))
-	res := e.send(cmd)
-	if res.Status != 503 || res.Reason != "netbox_unavailable" {
-		t.Fatalf("got %d %s, want 503 netbox_unavailable", res.Status, res.Reason)
-	}
-	// Each redelivery is announced, with a seq no earlier delivery used.
-	var retrying []int
-	for _, st := range e.steps(cmd) {
-		if st.Step == "gate" && st.Status == "retrying" {
-			retrying = append(retrying, st.Seq)
-		}
-	}
-	if !slices.Equal(retrying, []int{1, 1001}) {
-		t.Errorf("retrying step seqs %v, want [1 1001] (two redeliveries of three deliveries)", retrying)
+	e.publish(cmd)
+	lookups := func() int { return e.netbox.Requests("GET", "/api/plugins/proxbox/endpoints/proxmox/1/") }
+	eventually(t, 20*time.Second, "more gate lookups than --max-attempts", func() bool { return lookups() > 2*e.base.MaxAttempts })
+	if res := e.resultsOf(cmd); len(res) != 0 {
+		t.Fatalf("answered while NetBox was down: %+v", res)
 	}
 	if n := e.pve.Requests("POST", "/storage"); n != 0 {
 		t.Errorf("sent %d POSTs with the gate closed", n)
 	}
-	if got := e.netbox.Requests("GET", "/api/plugins/proxbox/endpoints/proxmox/1/"); got != e.base.MaxDeliver {
-		t.Errorf("endpoint looked up %d times, want one per delivery (%d)", got, e.base.MaxDeliver)
+	e.netbox.SetDown(false)
+	if res := e.result(cmd); res.Status != 201 || res.Replayed {
+		t.Fatalf("after NetBox came back: %d %s %s", res.Status, res.Result, res.Reason)
+	}
+	var retrying int
+	for i, st := range e.steps(cmd) {
+		if st.Seq != i+1 || st.Attempt != 1 {
+			t.Errorf("step %d: seq %d attempt %d, want seq %d attempt 1", i, st.Seq, st.Attempt, i+1)
+		}
+		if st.Step == "gate" && st.Status == events.StepRetrying {
+			retrying++
+		}
+	}
+	if retrying != 1 {
+		t.Errorf("%d retrying gate steps, want 1 (a wait is said once, not per delivery)", retrying)
+	}
+	if n := len(e.streamMessages(e.subjects.DLQStream(), "")); n != 0 {
+		t.Errorf("%d dead letters", n)
 	}
 }
 

@@ -17,7 +17,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/embedded"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
@@ -166,10 +165,7 @@ func TestUpstreamOutagesRetried(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
-			e.start(func(c *app.Config) {
-				c.MaxDeliver = 20
-				c.Backoff = []time.Duration{100 * time.Millisecond}
-			})
+			e.start()
 			// A first command warms the endpoint cache, so the outage hits the command's own
 			// NetBox and Proxmox calls rather than only the gate.
 			if r := e.send(e.command(pbs("pbs-up-warm"))); r.Status != 201 {

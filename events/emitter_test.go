@@ -102,7 +102,7 @@ func TestEmitterEvents(t *testing.T) {
 func TestStepJSON(t *testing.T) {
 	t.Parallel()
 	o := Origin{ID: "cmd-1", Source: "/nb", Verb: "vm.provision"}
-	msg, err := testEmitter().StepEvent(o, Step{CommandID: "wrong", Seq: 2, Step: "clone_template", Status: StepStarted, UPID: "UPID:pve1:1"})
+	msg, err := testEmitter().StepEvent(o, Step{CommandID: "wrong", Seq: 2, Step: "clone_template", Status: StepStarted, UPID: "UPID:pve1:1", Attempt: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func TestStepJSON(t *testing.T) {
 	}
 	want := map[string]any{
 		"command_id": "cmd-1", "command_source": "/nb", "verb": "vm.provision", "seq": 2.0,
-		"step": "clone_template", "status": "started", "upid": "UPID:pve1:1", "at": "2026-11-29T18:00:00Z",
+		"step": "clone_template", "status": "started", "upid": "UPID:pve1:1", "attempt": 3.0, "at": "2026-11-29T18:00:00Z",
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("step data = %v, want %v", got, want)

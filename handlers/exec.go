@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/proxbus/proxbus/events"
@@ -10,9 +11,9 @@ import (
 	"github.com/proxbus/proxbus/store"
 )
 
-// Exec is what a verb's Dispatch gets: the endpoint's Proxmox client, step reporting, and the
-// dispatch flag that, with the write-ahead journal entry, makes writes safe across crashes and
-// redeliveries.
+// Exec is what a verb's Dispatch and Confirm get: the endpoint's Proxmox client, step
+// reporting, and [Exec.Write], through which every Proxmox write is sent so that the pipeline
+// knows, across crashes and redeliveries, whether one may have left.
 type Exec struct {
 	// Proxmox is the endpoint's client.
 	Proxmox *proxmox.Client
@@ -29,49 +30,76 @@ func (r *run) exec(lease *store.Lease, progress store.Progress) *Exec {
 	return &Exec{Proxmox: r.client, EndpointID: r.cmd.EndpointID, r: r, lease: lease, progress: progress, prior: progress.Dispatched}
 }
 
-// PriorDispatch reports whether an earlier attempt of this command may already have sent its
-// write: it suspended after marking the dispatch, or it stopped without recording anything
-// after writing its journal entry. A verb must then confirm by reading and never send the
-// write again.
+// Sent is what one Proxmox write reports to [Exec.Write].
+type Sent struct {
+	// UPID is the Proxmox task the write started, "" for a synchronous write.
+	UPID string
+	// Skipped, when not empty, says that the write found its effect already in place and
+	// sent nothing; the step is reported skipped with this detail.
+	Skipped string
+}
+
+// ErrReadOnly is returned by [Exec.Write] in a read verb, which has no claim to write under.
+var ErrReadOnly = errors.New("handlers: a read verb cannot write")
+
+// Write sends one Proxmox write of the command as the step named step: it notes that the write
+// may leave from now on, reports the step started (with detail), calls send, and reports it done (with the
+// task's UPID), skipped or error. send's error is returned as it is; the pipeline routes it:
+//   - proxmox.ErrUnreachable: nothing left this process, so a later attempt may send it again
+//     (unless an earlier write of this command may have left);
+//   - proxmox.ErrAnswerLost: the write may have taken effect: the pipeline confirms it with the
+//     verb's Confirm and never sends it a second time;
+//   - any other error is mapped to the command's outcome, or, when it is not one (a dependency
+//     unavailable while waiting for a task), the command is suspended as dispatched and
+//     confirmed by reading on its next delivery.
+func (x *Exec) Write(ctx context.Context, step, detail string, send func(ctx context.Context) (Sent, error)) (Sent, error) {
+	if x.lease == nil {
+		return Sent{}, fmt.Errorf("%w: step %s", ErrReadOnly, step)
+	}
+	before := x.progress.Dispatched
+	x.progress.Dispatched = true
+	x.Step(ctx, step, events.StepStarted, "", detail)
+	sent, err := send(ctx)
+	switch {
+	case err == nil && sent.Skipped != "":
+		x.Step(ctx, step, events.StepSkipped, sent.UPID, sent.Skipped)
+	case err == nil:
+		x.Step(ctx, step, events.StepDone, sent.UPID, "")
+	case errors.Is(err, proxmox.ErrUnreachable):
+		x.progress.Dispatched = before
+		x.Step(ctx, step, events.StepError, "", "Proxmox is unreachable; nothing was sent")
+	case errors.Is(err, proxmox.ErrAnswerLost):
+		x.Step(ctx, step, events.StepError, sent.UPID, "the answer was lost; the write may have taken effect")
+	default:
+		x.Step(ctx, step, events.StepError, sent.UPID, "")
+	}
+	return sent, err
+}
+
+// PriorDispatch reports whether this run is confirming a write that an earlier attempt, or
+// this one, may have sent. A Confirm that finds the effect absent and runs the verb again (as
+// vm.provision does when its VM was never created) sends its writes through [Exec.Write] as
+// usual.
 func (x *Exec) PriorDispatch() bool { return x.prior }
 
-// Dispatched reports whether this command's write may have been sent.
+// Dispatched reports whether a write of this command may have been sent.
 func (x *Exec) Dispatched() bool { return x.progress.Dispatched }
-
-// UnmarkDispatched notes that the write certainly did not leave this process (Proxmox was
-// unreachable before the request was written), so a redelivery may send it. The pipeline
-// records it when it suspends the command for redelivery.
-func (x *Exec) UnmarkDispatched() { x.progress.Dispatched = false }
-
-// MarkDispatched notes, right before a verb sends its Proxmox write, that the write may be
-// sent from now on. It costs no round trip: the write-ahead journal entry already is the
-// command's intent record (a later owner that finds it after a crash assumes the write may have
-// been sent), and this flag only decides, in this attempt, whether a transient failure may
-// suspend the command for a plain retry (the pipeline records it then with Suspend). A verb
-// must call it before its write and must not write when it fails (it fails only for reads).
-func (x *Exec) MarkDispatched(ctx context.Context) error {
-	if x.lease == nil {
-		return fmt.Errorf("%w: a read verb cannot write", errTransient)
-	}
-	x.progress.Dispatched = true
-	return nil
-}
 
 // Step publishes a step event (contract §3). Publishing failures are logged, never fatal.
 func (x *Exec) Step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
 	x.r.step(ctx, step, status, upid, detail)
 }
 
-// step publishes the command's next step event. seq continues across a delivery's steps; a
-// redelivery starts at 1000×(delivery−1)+1, so its events never collide with (and are never
-// dropped as duplicates of) an earlier delivery's.
+// step publishes the command's next step event. seq continues across deliveries: a
+// redelivery starts after the newest step an earlier delivery published, so no step event id
+// is used twice.
 func (r *run) step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
 	r.mu.Lock()
 	r.seq++
 	seq := r.seq
 	r.mu.Unlock()
 	st, msg, err := r.p.cfg.Emitter.Step(r.origin, events.Step{
-		Seq: seq, Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), At: r.p.cfg.Now(),
+		Seq: seq, Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), Attempt: r.attempt, At: r.p.cfg.Now(),
 	})
 	if err != nil {
 		r.log.Warn("step not encodable", "err", err)

@@ -116,10 +116,10 @@ func TestProxmoxFailure(t *testing.T) {
 	refused := &proxmox.APIError{Method: "POST", Path: "/storage", Status: 400, Message: "Parameter verification failed.",
 		Params: map[string]string{"server": "bad", "datastore": "bad"}}
 	tests := []struct {
-		name          string
-		err           error
-		wantTransient bool
-		want          Outcome
+		name      string
+		err       error
+		wantClass failure
+		want      Outcome
 	}{
 		{
 			name: "refusal",
@@ -128,41 +128,53 @@ func TestProxmoxFailure(t *testing.T) {
 				Fields: []string{"datastore", "server"}, Detail: "Parameter verification failed."},
 		},
 		{
-			name:          "transient API status",
-			err:           &proxmox.APIError{Method: "GET", Path: "/storage", Status: 503},
-			wantTransient: true,
-			want:          Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
+			name:      "transient API status",
+			err:       &proxmox.APIError{Method: "GET", Path: "/storage", Status: 503},
+			wantClass: unavailable,
+			want:      Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
 		},
 		{
-			name:          "unreachable",
-			err:           fmt.Errorf("dial: %w", proxmox.ErrUnreachable),
-			wantTransient: true,
-			want:          Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
+			name:      "unreachable",
+			err:       fmt.Errorf("dial: %w", proxmox.ErrUnreachable),
+			wantClass: unavailable,
+			want:      Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
 		},
 		{
-			name:          "errTransient",
-			err:           fmt.Errorf("x: %w", errTransient),
-			wantTransient: true,
-			want:          Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
+			name:      "errTransient",
+			err:       fmt.Errorf("x: %w", errTransient),
+			wantClass: unavailable,
+			want:      Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
 		},
 		{
-			name: "anything else is final",
-			err:  errors.New("boom"),
-			want: Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
+			name:      "a panic is a failed attempt",
+			err:       fmt.Errorf("%w: boom", errInternal),
+			wantClass: attemptFailed,
+			want:      Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
+		},
+		{
+			name:      "an unknown error is a failed attempt, not an outcome",
+			err:       errors.New("boom"),
+			wantClass: attemptFailed,
+			want:      Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable},
+		},
+		{
+			name: "a failed task is the outcome",
+			err:  &proxmox.TaskError{UPID: "UPID:pve1:1", ExitStatus: "boom"},
+			want: Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: "UPID:pve1:1", Detail: "task exit status: boom"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, transient := verbFailure(tt.err)
-			if transient != tt.wantTransient {
-				t.Errorf("transient = %v, want %v", transient, tt.wantTransient)
+			got, class := classify(tt.err)
+			if class != tt.wantClass {
+				t.Errorf("class = %v, want %v", class, tt.wantClass)
 			}
 			if tt.want.Reason == ReasonProxmoxUnreachable {
 				tt.want.Detail = tt.err.Error()
 			}
 			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("verbFailure = %+v\nwant %+v", got, tt.want)
+				t.Errorf("classify = %+v\nwant %+v", got, tt.want)
 			}
 		})
 	}

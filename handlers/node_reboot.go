@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 
-	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -25,19 +24,14 @@ func NodeReboot() Verb {
 		Exclusive: func(in NodeRebootInput) (string, string) { return store.KindNode, in.Node },
 		Describe:  func(in NodeRebootInput) []Bullet { return []Bullet{{"node", in.Node}} },
 		Dispatch: func(ctx context.Context, x *Exec, in NodeRebootInput) (Outcome, error) {
-			if x.PriorDispatch() { // a reboot cannot be confirmed by reading: never send it twice
-				return unconfirmedWrite(), nil
-			}
-			if err := x.MarkDispatched(ctx); err != nil {
+			_, err := x.Write(ctx, "reboot_node", "", func(ctx context.Context) (Sent, error) {
+				return Sent{}, x.Proxmox.RebootNode(ctx, in.Node)
+			})
+			if err != nil {
 				return Outcome{}, err
 			}
-			x.Step(ctx, "reboot_node", events.StepStarted, "", "")
-			if err := x.Proxmox.RebootNode(ctx, in.Node); err != nil {
-				x.Step(ctx, "reboot_node", events.StepError, "", "")
-				return Outcome{}, err
-			}
-			x.Step(ctx, "reboot_node", events.StepDone, "", "")
 			return Outcome{Status: 200, Result: ResultOK, Output: map[string]any{"node": in.Node}}, nil
 		},
+		// A reboot cannot be confirmed by reading: it is never sent twice (no Confirm).
 	}
 }

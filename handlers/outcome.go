@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 
 	"github.com/proxbus/proxbus/netbox"
@@ -44,6 +45,7 @@ const (
 	ReasonStorageLookupFailed      = "storage_lookup_failed"
 	ReasonRelocateDiskFailed       = "relocate_disk_failed"
 	ReasonProxmoxWriteUnconfirmed  = "proxmox_write_unconfirmed"
+	ReasonAttemptsExhausted        = "attempts_exhausted"
 )
 
 // unconfirmedWrite is the outcome of a resumed command whose earlier attempt may have sent a
@@ -94,21 +96,25 @@ func (o Outcome) journalKind() netbox.Kind {
 	}
 }
 
-// errTransient marks a failure that happened before any write and may succeed on redelivery.
+// errTransient marks a failure that happened before any write and may succeed after a wait.
 var errTransient = errors.New("transient failure before any write")
 
-// verbFailure maps an error of a verb's Locate or Dispatch to an outcome, or reports that it is
-// transient and the command should be redelivered (nothing was written).
-func verbFailure(err error) (Outcome, bool) {
+// errInternal marks a failure of proxbus itself (a panic, an unencodable result): a failed
+// attempt.
+var errInternal = errors.New("internal error")
+
+// classify maps an error of a verb's Locate, Dispatch or Confirm to an outcome, or says that it
+// is not an outcome: a dependency was unavailable (the command waits), or the attempt failed.
+func classify(err error) (Outcome, failure) {
 	var apiErr *proxmox.APIError
 	var taskErr *proxmox.TaskError
-	refused := func(status int, reason string) (Outcome, bool) {
-		return Outcome{Status: status, Result: ResultRefused, Reason: reason}, false
+	refused := func(status int, reason string) (Outcome, failure) {
+		return Outcome{Status: status, Result: ResultRefused, Reason: reason}, final
 	}
 	var fieldErr fieldError
 	switch {
 	case errors.As(err, &fieldErr):
-		return *invalidBody([]string{fieldErr.field}, ""), false
+		return *invalidBody([]string{fieldErr.field}, ""), final
 	case errors.Is(err, errExtraNetworksLocked):
 		return refused(422, ReasonExtraNetworksLocked)
 	case errors.Is(err, proxmox.ErrVMNotFound):
@@ -122,18 +128,26 @@ func verbFailure(err error) (Outcome, bool) {
 	case errors.Is(err, proxmox.ErrReservedSnapshotName):
 		return refused(422, ReasonReservedSnapshotName)
 	case errors.Is(err, proxmox.ErrBadConfig):
-		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()}, false
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()}, final
 	case errors.As(err, &taskErr):
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID,
-			Detail: "task exit status: " + taskErr.ExitStatus}, false
+			Detail: "task exit status: " + taskErr.ExitStatus}, final
 	case errors.As(err, &apiErr) && !proxmox.IsTransient(err):
 		return Outcome{
 			Status: 502, Result: ResultFailed, Reason: ReasonProxmoxRefused,
 			ProxmoxStatus: apiErr.Status, Fields: apiErr.ParamNames(), Detail: apiErr.Message,
-		}, false
-	case errors.Is(err, errTransient), proxmox.IsTransient(err), errors.Is(err, proxmox.ErrUnreachable):
-		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, true
+		}, final
+	case errors.Is(err, errTransient), proxmox.IsTransient(err), errors.Is(err, proxmox.ErrUnreachable),
+		errors.Is(err, context.DeadlineExceeded):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, unavailable
 	default:
-		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, false
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, attemptFailed
 	}
+}
+
+// verbFailure maps an error to the outcome a verb reports for it after its write began (a later
+// step of a multi-step verb): the error's outcome whatever its class.
+func verbFailure(err error) Outcome {
+	out, _ := classify(err)
+	return out
 }

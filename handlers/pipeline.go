@@ -44,34 +44,16 @@ type ProxmoxClients interface {
 	Get(id int64) (*proxmox.Client, bool)
 }
 
-// Action is what the consumer does with a message after [Pipeline.Handle].
-type Action int
-
-const (
-	// Done: the result was published; ack the message.
-	Done Action = iota
-	// Retry: nothing final happened; redeliver after Delay (0: the consumer's backoff).
-	Retry
-	// Poison: dead-letter the message with Reason and terminate it (its result, when one could
-	// be built, was published).
-	Poison
-)
-
-// Decision is the pipeline's answer to one delivery.
-type Decision struct {
-	Action Action
-	Delay  time.Duration
-	Reason string
+// History reads back what the events stream already holds of a command, so that a later
+// delivery continues where an earlier one stopped.
+type History interface {
+	// LastStep returns the newest step event of the command whose event ref is ref; false
+	// when it has none.
+	LastStep(ctx context.Context, ref string) (events.Step, bool, error)
+	// HasResult reports whether the events stream holds a result event of the command whose
+	// event ref is ref.
+	HasResult(ctx context.Context, ref string) (bool, error)
 }
-
-// Attempt describes the delivery being handled.
-type Attempt struct {
-	Delivered  uint64
-	MaxDeliver int
-}
-
-// Last reports whether this is the last delivery JetStream will make.
-func (a Attempt) Last() bool { return a.MaxDeliver > 0 && a.Delivered >= uint64(a.MaxDeliver) }
 
 // Config wires a [Pipeline]. Every dependency is required except where a default is given.
 type Config struct {
@@ -81,6 +63,7 @@ type Config struct {
 	Journal   JournalWriter
 	Proxmox   ProxmoxClients
 	Publisher Publisher
+	History   History
 	Emitter   events.Emitter
 	// Instance names this process in lease owners and logs.
 	Instance string
@@ -89,8 +72,16 @@ type Config struct {
 	JournalRetries int
 	// JournalRetryDelay is the pause before each retry (default 200ms).
 	JournalRetryDelay time.Duration
-	// BusyDelay is the redelivery delay for a command whose twin is in flight (default 1s).
+	// BusyDelay is how long a command waits before it looks again at a busy guest or node, a
+	// full endpoint or a twin in flight (default 1s).
 	BusyDelay time.Duration
+	// MaxWait bounds the growing pause of a command waiting for an unreachable dependency, and
+	// of one whose attempt failed (default 30s).
+	MaxWait time.Duration
+	// MaxAttempts is how many failed attempts a command may have before it is answered 503
+	// attempts_exhausted and dead-lettered, provided it sent no write (default 5). Waiting
+	// spends no attempt.
+	MaxAttempts int
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -116,6 +107,8 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, fmt.Errorf("%w: Proxmox", ErrMisconfigured)
 	case cfg.Publisher == nil:
 		return nil, fmt.Errorf("%w: Publisher", ErrMisconfigured)
+	case cfg.History == nil:
+		return nil, fmt.Errorf("%w: History", ErrMisconfigured)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -129,8 +122,14 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.JournalRetryDelay == 0 {
 		cfg.JournalRetryDelay = 200 * time.Millisecond
 	}
-	if cfg.BusyDelay == 0 {
-		cfg.BusyDelay = time.Second
+	if cfg.BusyDelay <= 0 {
+		cfg.BusyDelay = DefaultBusyDelay
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -138,26 +137,48 @@ func New(cfg Config) (*Pipeline, error) {
 	return &Pipeline{cfg: cfg}, nil
 }
 
+// Defaults of [Config].
+const (
+	DefaultMaxAttempts = 5
+	DefaultBusyDelay   = time.Second
+	DefaultMaxWait     = 30 * time.Second
+)
+
 // Handle runs one delivery of a command through the pipeline and says what to do with the
-// message. It publishes the command's result before it answers Done or Poison. ctx is cancelled
-// when the process starts to drain: a command that has reached the write-ahead journal entry is
-// completed regardless (contract §4, cancellation).
-func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, at Attempt) Decision {
+// message. It publishes the command's result before it answers Ack or DeadLetter. A command
+// that waits (contract §4: a busy guest or endpoint, a twin in flight, a dependency down before
+// any write) is answered Redeliver without spending an attempt; a failed attempt is counted in
+// the store and, after MaxAttempts, answered 503 attempts_exhausted and DeadLetter, but only
+// when no write may have been sent: a command that may have written is resumed and confirmed
+// by reading instead. ctx is cancelled when the process starts to drain: a command that has
+// reached the write-ahead journal entry is completed regardless (contract §4, cancellation).
+func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Delivery) (disp events.Disposition) {
 	r := &run{
-		p:      p,
-		cmd:    cmd,
-		at:     at,
-		origin: events.OriginOf(cmd),
-		seq:    int(max(at.Delivered, 1)-1) * 1000,
-		log:    p.cfg.Logger.With("command_id", cmd.ID, "command_source", cmd.Source, "verb", cmd.Verb, "delivered", at.Delivered),
+		p:        p,
+		cmd:      cmd,
+		delivery: d,
+		attempt:  1,
+		origin:   events.OriginOf(cmd),
+		log:      p.cfg.Logger.With("command_id", cmd.ID, "command_source", cmd.Source, "verb", cmd.Verb, "delivery", d.Number),
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			r.log.Error("pipeline panicked", "panic", fmt.Sprint(v))
+			disp = r.failed(context.WithoutCancel(ctx), "panic", fmt.Errorf("internal error: %v", v))
+		}
+	}()
+	if d.Number > 1 {
+		if disp, ok := r.recall(ctx); !ok {
+			return disp
+		}
 	}
 	verb, ok := p.cfg.Registry.Lookup(cmd.Verb)
 	if !ok {
 		r.log.Warn("unknown verb")
-		if d := r.answer(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal); d.Action != Done {
-			return d
+		if disp := r.answer(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal); disp.Action != events.Ack {
+			return disp
 		}
-		return Decision{Action: Poison, Reason: "unknown_verb"}
+		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
 	}
 	r.verb = verb
 	return r.handle(ctx)

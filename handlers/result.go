@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/store"
@@ -50,49 +52,75 @@ func (r *run) result(out Outcome, journal journalState) events.Result {
 	return res
 }
 
-// answer publishes the result of an outcome that is not stored and says Done; when the result
-// cannot be published the message is redelivered instead (it is acked only after its result).
-func (r *run) answer(ctx context.Context, out Outcome, journal journalState) Decision {
-	if err := r.publish(ctx, r.result(out, journal)); err != nil {
-		return r.retry(ctx, 0, "publish", err.Error())
-	}
-	return Decision{Action: Done}
+// answer publishes the result of an outcome that is not stored and says Ack; when the result
+// cannot be published the command waits (it is acked only after its result).
+func (r *run) answer(ctx context.Context, out Outcome, journal journalState) events.Disposition {
+	return r.publishResult(ctx, r.result(out, journal))
 }
 
-func (r *run) publish(ctx context.Context, res events.Result) error {
+// publishResult publishes res and answers Ack once the stream has stored it. A publication
+// that fails (the stream unreachable, a leader election) is tried again a few times; then the
+// command waits and its next delivery publishes the stored result, first-hand while the
+// events stream does not hold it.
+func (r *run) publishResult(ctx context.Context, res events.Result) events.Disposition {
 	res, msg, err := r.p.cfg.Emitter.Result(r.origin, res)
 	if err != nil {
 		r.log.Error("result not encodable", "err", err)
-		return err
+		return r.failed(ctx, "encode", fmt.Errorf("%w: %w", errInternal, err))
 	}
-	if err := r.p.cfg.Publisher.PublishEvent(ctx, msg, res); err != nil {
-		r.log.Warn("result not published", "err", err)
-		return err
+	for i := range publishTries {
+		if i > 0 {
+			time.Sleep(publishPause << (i - 1))
+		}
+		if err = r.p.cfg.Publisher.PublishEvent(ctx, msg, res); err == nil {
+			return events.Disposition{Action: events.Ack}
+		}
+		r.log.Warn("result not published", "try", i+1, "err", err)
 	}
-	return nil
+	return r.redeliver(r.waitDelay())
 }
 
-// replay republishes a stored outcome for this command with replayed: true (contract §5). When
-// the stored outcome's journal update is still pending, the replay repairs it first, without
-// another Proxmox write (contract §6).
-func (r *run) replay(ctx context.Context, raw []byte) Decision {
+// publishTries and publishPause bound how long a result's publication is retried within one
+// delivery (0.25 + 0.5 + 1 + 2 s between four tries after the first).
+const (
+	publishTries = 5
+	publishPause = 250 * time.Millisecond
+)
+
+// replay answers a command whose outcome is stored. The command's own outcome is published
+// first-hand (replayed: false) while the events stream holds no result of it — its first
+// publication was not confirmed — and as a replay (replayed: true) once it does; an outcome
+// stored from an Idempotency-Key twin is always a replay (contract §5). When the stored
+// outcome's journal update is still pending, the replay repairs it first, without another
+// Proxmox write (contract §6).
+func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
 	var rec record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		r.log.Error("stored result unreadable", "err", err)
-		return r.retry(ctx, 0, "replay", err.Error())
+		return r.failed(ctx, "replay", fmt.Errorf("%w: stored result unreadable: %w", errInternal, err))
 	}
 	if !rec.Result.JournalFinalized && rec.Result.JournalEntryURL != "" {
 		rec = r.repairByReplay(context.WithoutCancel(ctx), rec)
 	}
+	replayed := true
+	if rec.Owner == r.key() {
+		published, err := r.p.cfg.History.HasResult(ctx, r.cmd.Ref())
+		if err != nil {
+			r.log.Warn("events stream: the command's result cannot be looked up; waiting", "err", err)
+			return r.redeliver(r.waitDelay())
+		}
+		replayed = published
+	}
 	res := rec.Result
 	res.CommandID, res.CommandSource, res.Verb = r.cmd.ID, r.cmd.Source, r.cmd.Verb
 	res.IdempotencyKey = r.cmd.IdempotencyKey
-	res.Replayed = true
-	r.log.Info("replaying stored result", "status", res.Status, "result", res.Result)
-	if err := r.publish(ctx, res); err != nil {
-		return r.retry(ctx, 0, "publish", err.Error())
+	res.Replayed = replayed
+	if replayed {
+		r.log.Info("replaying stored result", "status", res.Status, "result", res.Result)
+	} else {
+		r.log.Info("publishing the stored result first-hand: its first publication was not confirmed", "status", res.Status, "result", res.Result)
 	}
-	return Decision{Action: Done}
+	return r.publishResult(ctx, res)
 }
 
 // repairByReplay applies a pending terminal journal update during a replay (contract §6) and

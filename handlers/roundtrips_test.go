@@ -125,6 +125,14 @@ func (c *collector) PublishEvent(_ context.Context, m *nats.Msg, ev any) error {
 	return nil
 }
 
+// LastStep and HasResult make the collector the pipeline's History: these tests run only
+// first deliveries, which never ask.
+func (c *collector) LastStep(context.Context, string) (events.Step, bool, error) {
+	return events.Step{}, false, nil
+}
+
+func (c *collector) HasResult(context.Context, string) (bool, error) { return false, nil }
+
 // typedMismatch compares a step or result message with the typed event handed with it, on
 // the fields observers (metrics) read; "" when they agree.
 func typedMismatch(m *nats.Msg, ev any) string {
@@ -232,7 +240,7 @@ func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
 	}
 	e.p, err = New(Config{
 		Registry: NewRegistry(Builtin()...), Store: st, Endpoints: netbox.NewEndpointCache(nbc, 30*time.Second, nil),
-		Journal: nbc, Proxmox: clients, Publisher: e.pub, Emitter: events.NewEmitter(events.NewSubjects("proxbus"), "rt"),
+		Journal: nbc, Proxmox: clients, Publisher: e.pub, History: e.pub, Emitter: events.NewEmitter(events.NewSubjects("proxbus"), "rt"),
 		Instance: "rt",
 	})
 	if err != nil {
@@ -246,8 +254,8 @@ func (e *rtEnv) run(t *testing.T, verb, id, data string, status int, result stri
 	t.Helper()
 	cmd := events.Command{ID: id, Source: "/test/roundtrips", Type: events.TypePrefix + verb, Verb: verb,
 		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(data)}
-	d := e.p.Handle(context.Background(), cmd, Attempt{Delivered: 1, MaxDeliver: 5})
-	if d.Action != Done {
+	d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1})
+	if d.Action != events.Ack {
 		t.Fatalf("%s %s: decision %+v, want done", verb, id, d)
 	}
 	if res := e.pub.result(t, id); res.Status != status || res.Result != result || !res.JournalFinalized {

@@ -57,6 +57,7 @@ func StoragePBSCreate() Verb {
 			return b
 		},
 		Dispatch: dispatchPBSStorage,
+		Confirm:  confirmPBSStorage,
 	}
 }
 
@@ -97,12 +98,7 @@ func validNamespace(s string) bool {
 }
 
 // dispatchPBSStorage reads the cluster's storages and creates the PBS storage when absent.
-// A create whose answer was lost is confirmed with exactly one read and never sent again, in
-// this attempt or any later one.
 func dispatchPBSStorage(ctx context.Context, x *Exec, in PBSStorageInput) (Outcome, error) {
-	if x.PriorDispatch() {
-		return confirmPBSStorage(ctx, x, in, "an earlier attempt sent the create")
-	}
 	x.Step(ctx, "read_storage", events.StepStarted, "", "")
 	storages, err := x.Proxmox.Storages(ctx)
 	if err != nil {
@@ -116,51 +112,35 @@ func dispatchPBSStorage(ctx context.Context, x *Exec, in PBSStorageInput) (Outco
 		}
 		return compareExisting(in, existing, ResultAlreadyPresent), nil
 	}
-	if err := x.MarkDispatched(ctx); err != nil {
-		return Outcome{}, err
-	}
-	x.Step(ctx, "create_storage", events.StepStarted, "", "")
-	err = x.Proxmox.CreatePBSStorage(ctx, proxmox.PBSStorage{
-		Storage: in.Storage, Server: in.Server, Port: int(in.Port), Datastore: in.Datastore, Namespace: in.Namespace,
-		Username: in.Username, Password: proxmox.Secret(in.Password), Fingerprint: in.Fingerprint, Nodes: in.Nodes,
+	_, err = x.Write(ctx, "create_storage", "", func(ctx context.Context) (Sent, error) {
+		return Sent{}, x.Proxmox.CreatePBSStorage(ctx, proxmox.PBSStorage{
+			Storage: in.Storage, Server: in.Server, Port: int(in.Port), Datastore: in.Datastore, Namespace: in.Namespace,
+			Username: in.Username, Password: proxmox.Secret(in.Password), Fingerprint: in.Fingerprint, Nodes: in.Nodes,
+		})
 	})
 	switch {
 	case err == nil:
-		x.Step(ctx, "create_storage", events.StepDone, "", "")
 		return Outcome{Status: 201, Result: ResultCreated, Output: pbsOutput(in)}, nil
-	case errors.Is(err, proxmox.ErrAnswerLost):
-		x.Step(ctx, "create_storage", events.StepError, "", "the answer to the create was lost")
-		return confirmPBSStorage(ctx, x, in, "the answer to the create was lost")
 	case errors.Is(err, proxmox.ErrAlreadyExists):
 		// Created by someone else between our read and our create: judge it like a read.
-		x.Step(ctx, "create_storage", events.StepError, "", "the storage id appeared meanwhile")
 		return judgeExisting(ctx, x, in)
-	case errors.Is(err, proxmox.ErrUnreachable):
-		// Nothing left this process: a redelivery may send the create.
-		x.Step(ctx, "create_storage", events.StepError, "", "Proxmox unreachable")
-		x.UnmarkDispatched()
-		return Outcome{}, err
-	default:
-		x.Step(ctx, "create_storage", events.StepError, "", "")
-		return Outcome{}, err
 	}
+	return Outcome{}, err
 }
 
-// confirmPBSStorage is the lost-create-answer rule: one GET /storage/{storage}, never a second POST.
-func confirmPBSStorage(ctx context.Context, x *Exec, in PBSStorageInput, why string) (Outcome, error) {
-	x.Step(ctx, "confirm_storage", events.StepStarted, "", why)
+// confirmPBSStorage is the lost-create-answer rule: one GET /storage/{storage}, never a second
+// POST. Equal → 201 created; different → 409; absent, or the read failed → 502
+// proxmox_create_unconfirmed.
+func confirmPBSStorage(ctx context.Context, x *Exec, in PBSStorageInput) (Outcome, error) {
 	got, err := x.Proxmox.Storage(ctx, in.Storage)
 	switch {
 	case errors.Is(err, proxmox.ErrNotFound):
-		x.Step(ctx, "confirm_storage", events.StepDone, "", "storage absent")
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed,
 			Detail: "the create was sent but its answer was lost, and the storage does not exist"}, nil
 	case err != nil:
-		x.Step(ctx, "confirm_storage", events.StepError, "", "")
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed,
 			Detail: "the create was sent but its answer was lost, and the confirming read failed"}, nil
 	}
-	x.Step(ctx, "confirm_storage", events.StepDone, "", "")
 	return compareExisting(in, got, ResultCreated), nil
 }
 

@@ -35,7 +35,7 @@ type Spec[In any] struct {
 	Decode func(f *Fields) In
 	// Locate (optional) resolves the input against Proxmox before idempotency — a read, such as
 	// a guest name to its vmid — and returns the resolved input. Its errors are mapped like a
-	// dispatch's ([verbFailure]); an outcome reached here is answered without a journal.
+	// dispatch's; an outcome reached here is answered without a journal.
 	Locate func(ctx context.Context, c *proxmox.Client, in In) (In, error)
 	// Resource is the resource id that scopes the Idempotency-Key (storage id, vmid, node).
 	Resource func(In) string
@@ -49,10 +49,16 @@ type Spec[In any] struct {
 	Secrets func(In) []string
 	// Describe returns the verb's own journal bullets (never a secret).
 	Describe func(In) []Bullet
-	// Dispatch performs the verb. A returned error means the verb did not reach an outcome:
-	// the pipeline maps it ([verbFailure]) and retries transient failures that happened
-	// before any write.
+	// Dispatch performs the verb, sending every Proxmox write through [Exec.Write]. A returned
+	// error means the verb did not reach an outcome: the pipeline maps it, waits for an
+	// unavailable dependency when nothing was written, and confirms (Confirm) when a write may
+	// have taken effect. A verb never decides itself whether a write may be repeated.
 	Dispatch func(ctx context.Context, x *Exec, in In) (Outcome, error)
+	// Confirm (write verbs, optional) tells by reading whether the verb's write took effect,
+	// when its answer was lost or an earlier attempt stopped after it may have been sent, and
+	// returns the outcome it finds; it never sends that write again. Nil means the write cannot
+	// be confirmed by reading (a reboot): the command answers 502 proxmox_write_unconfirmed.
+	Confirm func(ctx context.Context, x *Exec, in In) (Outcome, error)
 }
 
 // Verb is a [Spec] with its input type erased, as the pipeline and the registry hold it.
@@ -75,6 +81,7 @@ type prepared struct {
 	// locate resolves the command against Proxmox; nil once resolved or when nothing needs it.
 	locate   func(ctx context.Context, c *proxmox.Client) (prepared, error)
 	dispatch func(ctx context.Context, x *Exec) (Outcome, error)
+	confirm  func(ctx context.Context, x *Exec) (Outcome, error) // nil: cannot be confirmed
 }
 
 // VerbName implements [Verb].
@@ -126,6 +133,9 @@ func (s Spec[In]) bind(in In) (prepared, error) {
 		resource:    s.Resource(in),
 		fingerprint: fp,
 		dispatch:    func(ctx context.Context, x *Exec) (Outcome, error) { return s.Dispatch(ctx, x, in) },
+	}
+	if s.Confirm != nil {
+		p.confirm = func(ctx context.Context, x *Exec) (Outcome, error) { return s.Confirm(ctx, x, in) }
 	}
 	if s.Secrets != nil {
 		p.secrets = s.Secrets(in)

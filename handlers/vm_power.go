@@ -2,11 +2,9 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
-	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
 	"github.com/proxbus/proxbus/store"
 )
@@ -49,68 +47,76 @@ func powerVerb(name, step string, withForce bool, noOp string, settled func(stat
 			return b
 		},
 		Dispatch: func(ctx context.Context, x *Exec, in PowerInput) (Outcome, error) {
-			if x.PriorDispatch() {
-				return confirmPower(ctx, x, in.guest, step, settled)
-			}
-			if err := x.MarkDispatched(ctx); err != nil {
-				return Outcome{}, err
-			}
-			x.Step(ctx, step, events.StepStarted, "", "")
-			res, err := op(ctx, x.Proxmox, in.guest, in.Force)
-			if err != nil {
-				x.Step(ctx, step, events.StepError, "", "")
-				switch {
-				case errors.Is(err, proxmox.ErrUnreachable):
-					x.UnmarkDispatched() // nothing left: a redelivery may try again
-				case errors.Is(err, proxmox.ErrAnswerLost):
-					return confirmPower(ctx, x, in.guest, step, settled) // sent: confirm, never resend
+			var res proxmox.TaskResult
+			_, err := x.Write(ctx, step, "", func(ctx context.Context) (Sent, error) {
+				var err error
+				res, err = op(ctx, x.Proxmox, in.guest, in.Force)
+				if res.NoOp {
+					return Sent{Skipped: noOp}, err
 				}
+				return Sent{UPID: lastUPID(res.UPIDs)}, err
+			})
+			switch {
+			case err != nil:
 				return Outcome{}, err
-			}
-			if res.NoOp {
-				x.Step(ctx, step, events.StepSkipped, "", noOp)
+			case res.NoOp:
 				return Outcome{Status: 200, Result: noOp, Output: guestOutput(in.guest, nil)}, nil
 			}
-			x.Step(ctx, step, events.StepDone, lastUPID(res.UPIDs), "")
 			return Outcome{Status: 200, Result: ResultOK, UPID: lastUPID(res.UPIDs), Output: guestOutput(in.guest, res.UPIDs)}, nil
 		},
+		Confirm: confirmPower(settled),
 	}
 }
 
-// confirmPower reads the guest after an interrupted attempt: its effect in place → ok;
-// otherwise the write is not sent again.
-func confirmPower(ctx context.Context, x *Exec, g proxmox.Guest, step string, settled func(string) bool) (Outcome, error) {
-	x.Step(ctx, step, events.StepStarted, "", "confirming an interrupted attempt by reading")
+// confirmPower reads the guest after an interrupted attempt: its effect in place → ok. Nil
+// when no state proves the effect (a reboot).
+func confirmPower(settled func(string) bool) func(ctx context.Context, x *Exec, in PowerInput) (Outcome, error) {
 	if settled == nil {
-		x.Step(ctx, step, events.StepError, "", "cannot be confirmed by reading")
-		return unconfirmedWrite(), nil
+		return nil
 	}
-	// The interrupted task may still be running: look a few times before giving up.
-	var now proxmox.Guest
-	for i := range confirmReads {
-		if i > 0 {
-			time.Sleep(confirmPause)
-		}
-		var err error
-		if now, err = x.Proxmox.ResolveGuest(ctx, strconv.FormatInt(g.VMID, 10)); err != nil {
+	return func(ctx context.Context, x *Exec, in PowerInput) (Outcome, error) {
+		var now proxmox.Guest
+		inPlace, err := untilInPlace(ctx, func(ctx context.Context) (bool, error) {
+			var err error
+			now, err = x.Proxmox.ResolveGuest(ctx, strconv.FormatInt(in.guest.VMID, 10))
+			return err == nil && settled(now.Status), err
+		})
+		switch {
+		case err != nil:
 			return Outcome{}, err
+		case !inPlace:
+			return unconfirmedWrite(), nil
 		}
-		if settled(now.Status) {
-			break
-		}
+		return Outcome{Status: 200, Result: ResultOK, Output: guestOutput(now, nil)}, nil
 	}
-	if !settled(now.Status) {
-		x.Step(ctx, step, events.StepError, "", "not in place")
-		return unconfirmedWrite(), nil
-	}
-	x.Step(ctx, step, events.StepDone, "", "confirmed")
-	return Outcome{Status: 200, Result: ResultOK, Output: guestOutput(now, nil)}, nil
 }
 
-// confirmReads and confirmPause bound how long an interrupted power task is waited for.
+// untilInPlace reads with check until it reports the effect in place, for up to confirmFor: an
+// interrupted write's task may still be running. It returns check's error at once.
+func untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, error)) (bool, error) {
+	pause := confirmPause
+	for deadline := time.Now().Add(confirmFor); ; {
+		done, err := check(ctx)
+		if err != nil || done {
+			return done, err
+		}
+		if time.Now().Add(pause).After(deadline) {
+			return false, nil
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// confirmFor and confirmPause bound how long an interrupted write's effect is looked for (its
+// task may still run): reads 250 ms apart at first, then up to 2 s, for 30 s in all.
 const (
-	confirmReads = 10
-	confirmPause = 300 * time.Millisecond
+	confirmFor   = 30 * time.Second
+	confirmPause = 250 * time.Millisecond
 )
 
 func statusIs(want string) func(string) bool { return func(s string) bool { return s == want } }

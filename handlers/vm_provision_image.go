@@ -49,9 +49,6 @@ func (p *provision) importImage(ctx context.Context, inv []proxmox.StorageStatus
 			Detail: "the target node has no enabled, active storage for VM images"})
 		return &out
 	}
-	if err := p.x.MarkDispatched(ctx); err != nil {
-		return p.failed(ctx, stepImportImage, err)
-	}
 	var source string
 	if st, ok := importStorage(inv, in.TargetNode); ok {
 		if ext, importable := proxmox.ImageFormat(img.URL); importable {
@@ -75,13 +72,13 @@ func (p *provision) importImage(ctx context.Context, inv []proxmox.StorageStatus
 		"net0":   renderNIC("", ExtraNetwork{Model: defaultNICModel, Bridge: cmp.Or(in.Bridge, "vmbr0"), VLANTag: in.VLANTag}),
 		"agent":  boolDigit(in.EnableAgent),
 	}
-	p.step(ctx, stepImportImage, events.StepStarted, "", "creating the VM with the imported disk")
-	upid, err := p.x.Proxmox.CreateVM(ctx, in.TargetNode, in.NewVMID, params)
+	upid, err := p.write(ctx, stepImportImage, "creating the VM with the imported disk", func(ctx context.Context) (string, error) {
+		return p.x.Proxmox.CreateVM(ctx, in.TargetNode, in.NewVMID, params)
+	})
 	p.out.ImportUPID = upid
 	if err != nil {
-		return p.failed(ctx, stepImportImage, err)
+		return p.writeFailed(err)
 	}
-	p.step(ctx, stepImportImage, events.StepDone, upid, "")
 	return nil
 }
 
@@ -102,15 +99,15 @@ func (p *provision) downloadByProxmox(ctx context.Context, storage, ext string) 
 			return source, nil
 		}
 	}
-	p.step(ctx, stepImportImage, events.StepStarted, "", "Proxmox downloads the image into "+storage)
-	upid, err := p.x.Proxmox.DownloadURL(ctx, in.TargetNode, storage, proxmox.DownloadRequest{
-		URL: img.URL, Filename: file, Checksum: img.Checksum, ChecksumAlgorithm: img.ChecksumAlgorithm,
+	upid, err := p.write(ctx, stepImportImage, "Proxmox downloads the image into "+storage, func(ctx context.Context) (string, error) {
+		return p.x.Proxmox.DownloadURL(ctx, in.TargetNode, storage, proxmox.DownloadRequest{
+			URL: img.URL, Filename: file, Checksum: img.Checksum, ChecksumAlgorithm: img.ChecksumAlgorithm,
+		})
 	})
 	p.out.DownloadUPID = upid
 	if err != nil {
-		return "", p.failed(ctx, stepImportImage, err)
+		return "", p.writeFailed(err)
 	}
-	p.step(ctx, stepImportImage, events.StepDone, upid, "downloaded")
 	return source, nil
 }
 
@@ -125,19 +122,21 @@ func (p *provision) downloadOverSSH(ctx context.Context) (string, *Outcome) {
 			Detail: "the target node has no storage with content import for this image type, and the endpoint has no SSH access configured"})
 		return "", &out
 	}
-	p.step(ctx, stepImportImage, events.StepStarted, "", "the node downloads the image over SSH")
 	host, err := p.x.Proxmox.NodeAddress(ctx, in.TargetNode)
 	if err != nil {
 		return "", p.failed(ctx, stepImportImage, err)
 	}
-	sh, err := proxmox.DialNodeShell(ctx, ssh, host)
+	var path string
+	_, err = p.write(ctx, stepImportImage, "the node downloads the image over SSH", func(ctx context.Context) (string, error) {
+		sh, err := proxmox.DialNodeShell(ctx, ssh, host)
+		if err != nil {
+			return "", err
+		}
+		path, err = proxmox.DownloadOverSSH(ctx, sh, img.URL, img.Checksum, img.ChecksumAlgorithm)
+		return "", err
+	})
 	if err != nil {
-		return "", p.failed(ctx, stepImportImage, err)
+		return "", p.writeFailed(err)
 	}
-	path, err := proxmox.DownloadOverSSH(ctx, sh, img.URL, img.Checksum, img.ChecksumAlgorithm)
-	if err != nil {
-		return "", p.failed(ctx, stepImportImage, err)
-	}
-	p.step(ctx, stepImportImage, events.StepDone, "", "downloaded to "+path)
 	return path, nil
 }

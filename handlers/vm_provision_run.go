@@ -56,6 +56,7 @@ func VMProvision() Verb {
 			return b
 		},
 		Dispatch: dispatchProvision,
+		Confirm:  confirmProvision,
 	}
 }
 
@@ -117,18 +118,23 @@ type provision struct {
 	x   *Exec
 	in  ProvisionInput
 	out provisionOutput
+	// err is a write's error that is not an outcome (a lost answer, Proxmox unavailable
+	// after the first write): the pipeline confirms the provisioning by reading.
+	err error
 }
 
 func dispatchProvision(ctx context.Context, x *Exec, in ProvisionInput) (Outcome, error) {
 	p := &provision{x: x, in: in, out: provisionOutput{NewVMID: strconv.FormatInt(in.NewVMID, 10)}}
-	if x.PriorDispatch() {
-		// An earlier attempt started creating the VM and stopped: never create it twice.
-		_, err := x.Proxmox.ResolveGuest(ctx, p.out.NewVMID)
-		if !errors.Is(err, proxmox.ErrVMNotFound) {
-			return p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed,
-				Detail: "an earlier attempt of this command started the provisioning and stopped; the VM is left as it is"}), nil
-		}
+	out, err := p.run(ctx)
+	if p.err != nil {
+		return Outcome{}, p.err
 	}
+	return out, err
+}
+
+// run performs the steps in order; the first that reaches an outcome ends it.
+func (p *provision) run(ctx context.Context) (Outcome, error) {
+	in := p.in
 	inv, out := p.inventory(ctx)
 	if out != nil {
 		return *out, nil
@@ -155,6 +161,28 @@ func dispatchProvision(ctx context.Context, x *Exec, in ProvisionInput) (Outcome
 	return Outcome{Status: 201, Result: ResultCreated, UPID: cmp.Or(p.out.CloneUPID, p.out.ImportUPID), Output: p.out}, nil
 }
 
+// confirmProvision tells by reading what an interrupted provisioning left. No VM with the new
+// vmid: nothing was created, the provisioning runs as new. The VM exists, carries the new name
+// and runs although start_after_provision asked for it (starting is the last step): 201
+// created. Anything else cannot be told apart from a half-done provisioning: 502
+// proxmox_create_unconfirmed, the VM left as it is; nothing is created twice.
+func confirmProvision(ctx context.Context, x *Exec, in ProvisionInput) (Outcome, error) {
+	vmid := strconv.FormatInt(in.NewVMID, 10)
+	g, err := x.Proxmox.ResolveGuest(ctx, vmid)
+	switch {
+	case errors.Is(err, proxmox.ErrVMNotFound):
+		return dispatchProvision(ctx, x, in)
+	case err != nil:
+		return Outcome{}, err
+	}
+	if g.Name == in.NewName && in.StartAfterProvision && g.Status == proxmox.StatusRunning {
+		return Outcome{Status: 201, Result: ResultCreated, Output: provisionOutput{NewVMID: vmid, Status: "started"}}, nil
+	}
+	return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed,
+		Output: provisionOutput{NewVMID: vmid},
+		Detail: "an interrupted attempt of this command started the provisioning; the VM exists, is left as it is, and is not created twice"}, nil
+}
+
 func (p *provision) step(ctx context.Context, name string, status events.StepStatus, upid, detail string) {
 	p.x.Step(ctx, name, status, upid, detail)
 }
@@ -165,12 +193,30 @@ func (p *provision) fail(out Outcome) Outcome {
 	return out
 }
 
-// failed maps a Proxmox error of a step after the write began.
+// failed maps a Proxmox error of a step's read to its outcome.
 func (p *provision) failed(ctx context.Context, step string, err error) *Outcome {
 	p.step(ctx, step, events.StepError, "", "")
-	out, _ := verbFailure(err)
+	return p.writeFailed(err)
+}
+
+// writeFailed maps a write's error (its error step already reported): an outcome with what was
+// done so far, or, when the error is not an outcome, p.err for the pipeline.
+func (p *provision) writeFailed(err error) *Outcome {
+	out, class := classify(err)
+	if class != final {
+		p.err = err
+	}
 	out = p.fail(out)
 	return &out
+}
+
+// write sends one of the provisioning's writes as step through the pipeline's write protocol.
+func (p *provision) write(ctx context.Context, step, detail string, send func(ctx context.Context) (string, error)) (string, error) {
+	sent, err := p.x.Write(ctx, step, detail, func(ctx context.Context) (Sent, error) {
+		upid, err := send(ctx)
+		return Sent{UPID: upid}, err
+	})
+	return sent.UPID, err
 }
 
 // inventory is the storage_inventory step: one read of the cluster's storages, before anything
@@ -215,9 +261,6 @@ func (p *provision) cloneTemplate(ctx context.Context, inv []proxmox.StorageStat
 		direct = true
 	}
 	p.step(ctx, stepImportImage, events.StepSkipped, "", "")
-	if err := p.x.MarkDispatched(ctx); err != nil {
-		return false, p.failed(ctx, stepCloneTemplate, err)
-	}
 	req := proxmox.CloneRequest{Node: in.template.Node, VMID: in.template.VMID, NewVMID: in.NewVMID, Name: in.NewName, Full: in.FullClone}
 	if !sameNode {
 		req.Target = in.TargetNode
@@ -229,13 +272,11 @@ func (p *provision) cloneTemplate(ctx context.Context, inv []proxmox.StorageStat
 	if !direct {
 		detail = "clone without a storage override; relocate_disk follows"
 	}
-	p.step(ctx, stepCloneTemplate, events.StepStarted, "", detail)
-	upid, err := p.x.Proxmox.CloneVM(ctx, req)
+	upid, err := p.write(ctx, stepCloneTemplate, detail, func(ctx context.Context) (string, error) { return p.x.Proxmox.CloneVM(ctx, req) })
 	p.out.CloneUPID = upid
 	if err != nil {
-		return false, p.failed(ctx, stepCloneTemplate, err)
+		return false, p.writeFailed(err)
 	}
-	p.step(ctx, stepCloneTemplate, events.StepDone, upid, "")
 	return direct, nil
 }
 
@@ -266,17 +307,22 @@ func (p *provision) relocate(ctx context.Context) *Outcome {
 		if d.Storage == "" || d.Storage == in.Storage {
 			continue
 		}
-		p.step(ctx, stepRelocateDisk, events.StepStarted, "", "moving "+d.Device+" to "+in.Storage)
-		upid, err := p.x.Proxmox.MoveDisk(ctx, in.TargetNode, in.NewVMID, d.Device, in.Storage)
+		upid, err := p.write(ctx, stepRelocateDisk, "moving "+d.Device+" to "+in.Storage, func(ctx context.Context) (string, error) {
+			return p.x.Proxmox.MoveDisk(ctx, in.TargetNode, in.NewVMID, d.Device, in.Storage)
+		})
 		task := relocateTask{Disk: d.Device, UPID: upid, State: "ok"}
 		if err != nil {
+			if _, class := classify(err); class != final {
+				p.err = err
+			}
 			task.State = "failed"
 			p.out.RelocateTasks = append(p.out.RelocateTasks, task)
-			return refuse("moving " + d.Device + " failed")
+			p.out.VMID, p.out.TargetNode = p.out.NewVMID, in.TargetNode
+			out := p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonRelocateDiskFailed, Detail: "moving " + d.Device + " failed"})
+			return &out
 		}
 		p.out.RelocateTasks = append(p.out.RelocateTasks, task)
 		p.out.RelocateUPIDs[d.Device] = upid
-		p.step(ctx, stepRelocateDisk, events.StepDone, upid, d.Device)
 	}
 	p.out.RelocateTasks = nil // reported only with a failure
 	return nil
@@ -286,25 +332,27 @@ func (p *provision) relocate(ctx context.Context) *Outcome {
 // extra NICs, in one configuration update.
 func (p *provision) configure(ctx context.Context) *Outcome {
 	in := p.in
-	p.step(ctx, stepConfigure, events.StepStarted, "", "")
+	refuse := func(detail string) *Outcome {
+		p.step(ctx, stepConfigure, events.StepStarted, "", "")
+		p.step(ctx, stepConfigure, events.StepError, "", "")
+		out := p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: detail})
+		return &out
+	}
 	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.TargetNode, in.NewVMID)
 	if err != nil {
-		p.step(ctx, stepConfigure, events.StepError, "", "")
-		out := p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: "the new VM's configuration could not be read"})
-		return &out
+		return refuse("the new VM's configuration could not be read")
 	}
 	params, err := p.configParams(raw)
 	if err != nil {
-		p.step(ctx, stepConfigure, events.StepError, "", "")
-		out := p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()})
-		return &out
+		return refuse(err.Error())
 	}
-	upid, err := p.x.Proxmox.UpdateVMConfig(ctx, in.TargetNode, in.NewVMID, params)
+	upid, err := p.write(ctx, stepConfigure, "", func(ctx context.Context) (string, error) {
+		return p.x.Proxmox.UpdateVMConfig(ctx, in.TargetNode, in.NewVMID, params)
+	})
 	p.out.ConfigUPID = upid
 	if err != nil {
-		return p.failed(ctx, stepConfigure, err)
+		return p.writeFailed(err)
 	}
-	p.step(ctx, stepConfigure, events.StepDone, upid, "")
 	return nil
 }
 
@@ -443,7 +491,6 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 		p.step(ctx, stepResizeDisk, events.StepSkipped, "", "")
 		return nil
 	}
-	p.step(ctx, stepResizeDisk, events.StepStarted, "", "")
 	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.TargetNode, in.NewVMID)
 	var disk string
 	if err == nil {
@@ -452,16 +499,18 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 		}
 	}
 	if disk == "" {
+		p.step(ctx, stepResizeDisk, events.StepStarted, "", "")
 		p.step(ctx, stepResizeDisk, events.StepError, "", "no disk to resize")
 		out := p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: "the disk to resize could not be found"})
 		return &out
 	}
-	upid, err := p.x.Proxmox.ResizeDisk(ctx, in.TargetNode, in.NewVMID, disk, fmt.Sprintf("%dG", in.DiskGB))
+	upid, err := p.write(ctx, stepResizeDisk, disk, func(ctx context.Context) (string, error) {
+		return p.x.Proxmox.ResizeDisk(ctx, in.TargetNode, in.NewVMID, disk, fmt.Sprintf("%dG", in.DiskGB))
+	})
 	p.out.ResizeUPID = upid
 	if err != nil {
-		return p.failed(ctx, stepResizeDisk, err)
+		return p.writeFailed(err)
 	}
-	p.step(ctx, stepResizeDisk, events.StepDone, upid, disk)
 	return nil
 }
 
@@ -487,13 +536,14 @@ func (p *provision) start(ctx context.Context) *Outcome {
 		p.out.Status = "stopped"
 		return nil
 	}
-	p.step(ctx, stepStartVM, events.StepStarted, "", "")
-	res, err := p.x.Proxmox.Start(ctx, proxmox.Guest{VMID: in.NewVMID, Name: in.NewName, Node: in.TargetNode, Type: proxmox.GuestQEMU})
-	p.out.StartUPID = lastUPID(res.UPIDs)
+	upid, err := p.write(ctx, stepStartVM, "", func(ctx context.Context) (string, error) {
+		res, err := p.x.Proxmox.Start(ctx, proxmox.Guest{VMID: in.NewVMID, Name: in.NewName, Node: in.TargetNode, Type: proxmox.GuestQEMU})
+		return lastUPID(res.UPIDs), err
+	})
+	p.out.StartUPID = upid
 	if err != nil {
-		return p.failed(ctx, stepStartVM, err)
+		return p.writeFailed(err)
 	}
 	p.out.Status = "started"
-	p.step(ctx, stepStartVM, events.StepDone, p.out.StartUPID, "")
 	return nil
 }

@@ -2,12 +2,10 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"regexp"
 	"slices"
 	"time"
 
-	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/proxmox"
 	"github.com/proxbus/proxbus/store"
 )
@@ -54,56 +52,50 @@ func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, succe
 			return append(guestBullets(in.guest), Bullet{"snapshot", in.Snapshot})
 		},
 		Dispatch: func(ctx context.Context, x *Exec, in SnapshotInput) (Outcome, error) {
-			if x.PriorDispatch() {
-				return confirmSnapshot(ctx, x, in, step, success, present)
-			}
-			if err := x.MarkDispatched(ctx); err != nil {
-				return Outcome{}, err
-			}
-			x.Step(ctx, step, events.StepStarted, "", "")
-			res, err := op(ctx, x.Proxmox, in)
+			var res proxmox.TaskResult
+			_, err := x.Write(ctx, step, "", func(ctx context.Context) (Sent, error) {
+				var err error
+				res, err = op(ctx, x.Proxmox, in)
+				return Sent{UPID: lastUPID(res.UPIDs)}, err
+			})
 			if err != nil {
-				x.Step(ctx, step, events.StepError, "", "")
-				switch {
-				case errors.Is(err, proxmox.ErrUnreachable):
-					x.UnmarkDispatched()
-				case errors.Is(err, proxmox.ErrAnswerLost):
-					return confirmSnapshot(ctx, x, in, step, success, present) // sent: confirm, never resend
-				}
 				return Outcome{}, err
 			}
-			x.Step(ctx, step, events.StepDone, lastUPID(res.UPIDs), "")
 			out := success
 			out.UPID = lastUPID(res.UPIDs)
-			output := guestOutput(in.guest, res.UPIDs)
-			output["snapshot"] = in.Snapshot
-			out.Output = output
+			out.Output = snapshotOutput(in, res.UPIDs)
 			return out, nil
 		},
+		Confirm: confirmSnapshot(success, present),
 	}
 }
 
-// confirmSnapshot reads the guest's snapshots after an interrupted attempt.
-func confirmSnapshot(ctx context.Context, x *Exec, in SnapshotInput, step string, success Outcome, present func(bool) bool) (Outcome, error) {
-	x.Step(ctx, step, events.StepStarted, "", "confirming an interrupted attempt by reading")
+// confirmSnapshot reads the guest's snapshots after an interrupted attempt: the effect in
+// place → success. Nil when no read proves the effect (a rollback).
+func confirmSnapshot(success Outcome, present func(exists bool) bool) func(ctx context.Context, x *Exec, in SnapshotInput) (Outcome, error) {
 	if present == nil {
-		x.Step(ctx, step, events.StepError, "", "cannot be confirmed by reading")
-		return unconfirmedWrite(), nil
+		return nil
 	}
-	snaps, err := x.Proxmox.Snapshots(ctx, in.guest)
-	if err != nil {
-		return Outcome{}, err
+	return func(ctx context.Context, x *Exec, in SnapshotInput) (Outcome, error) {
+		inPlace, err := untilInPlace(ctx, func(ctx context.Context) (bool, error) {
+			snaps, err := x.Proxmox.Snapshots(ctx, in.guest)
+			return err == nil && present(slices.ContainsFunc(snaps, func(s proxmox.Snapshot) bool { return s.Name == in.Snapshot })), err
+		})
+		switch {
+		case err != nil:
+			return Outcome{}, err
+		case !inPlace:
+			return unconfirmedWrite(), nil
+		}
+		success.Output = snapshotOutput(in, nil)
+		return success, nil
 	}
-	exists := slices.ContainsFunc(snaps, func(s proxmox.Snapshot) bool { return s.Name == in.Snapshot })
-	if !present(exists) {
-		x.Step(ctx, step, events.StepError, "", "not in place")
-		return unconfirmedWrite(), nil
-	}
-	x.Step(ctx, step, events.StepDone, "", "confirmed")
-	output := guestOutput(in.guest, nil)
+}
+
+func snapshotOutput(in SnapshotInput, upids []string) map[string]any {
+	output := guestOutput(in.guest, upids)
 	output["snapshot"] = in.Snapshot
-	success.Output = output
-	return success, nil
+	return output
 }
 
 func decodeSnapshotName(f *Fields) string {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/testenv"
 	"github.com/proxbus/proxbus/netbox"
 )
 
@@ -53,24 +54,6 @@ func (f *fakeLookup) count() int {
 	return f.calls
 }
 
-// clock is an injectable clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // TestEndpointCache pins TTL hits, expiry and that errors are never cached, with an injected clock.
 func TestEndpointCache(t *testing.T) {
 	t.Parallel()
@@ -90,11 +73,11 @@ func TestEndpointCache(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			clk := testenv.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 			f := &fakeLookup{results: tc.results, allow: true}
-			c := netbox.NewEndpointCache(f, 30*time.Second, clk.now)
+			c := netbox.NewEndpointCache(f, 30*time.Second, clk.Now)
 			for i, d := range tc.steps {
-				clk.advance(d)
+				clk.Advance(d)
 				ep, err := c.Endpoint(context.Background(), 1)
 				if !errors.Is(err, tc.wantErrs[i]) || (tc.wantErrs[i] == nil && err != nil) {
 					t.Fatalf("call %d: err = %v, want %v", i, err, tc.wantErrs[i])
@@ -178,8 +161,8 @@ func TestEndpointCacheSharedMiss(t *testing.T) {
 func TestEndpointCacheAgainstSim(t *testing.T) {
 	t.Parallel()
 	fx := newFixture(t, "")
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	c := netbox.NewEndpointCache(fx.client, 30*time.Second, clk.now)
+	clk := testenv.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	c := netbox.NewEndpointCache(fx.client, 30*time.Second, clk.Now)
 	var wg sync.WaitGroup
 	for range 10 {
 		wg.Go(func() {
@@ -197,7 +180,7 @@ func TestEndpointCacheAgainstSim(t *testing.T) {
 	if ep, _ := c.Endpoint(context.Background(), 2); ep.AllowWrites {
 		t.Fatal("change visible before the TTL")
 	}
-	clk.advance(31 * time.Second)
+	clk.Advance(31 * time.Second)
 	fx.sim.SetDown(true)
 	if _, err := c.Endpoint(context.Background(), 2); !netbox.IsTransient(err) {
 		t.Fatalf("expired entry with NetBox down: err = %v", err)

@@ -6,7 +6,7 @@
 //
 // Every state change is one Lua script (EVALSHA, falling back to EVAL), so replicas never race
 // between a read and a write: claim, renew, suspend (also for [Store.Yield]), complete,
-// complete-replay, release and update-result for commands; save, get, delete, pending, claim
+// complete-replay, release, update-result and record-failure for commands; save, get, delete, pending, claim
 // and reschedule for repairs. The guards have no scripts of their own: the claim script takes
 // them, renew renews them, and complete, release and suspend give them back.
 // A write command costs two round trips on its happy path: [Store.Claim] decides identity and
@@ -33,6 +33,8 @@
 //	    state=running|done, cmd (owning command's hash), fp, owner, token, lease, src, id, result
 //	    (TTL DedupeTTL while running, the lease field decides liveness; Window once done)
 //	<prefix>:fence                                                  string  fencing-token counter (INCR, no TTL)
+//	<prefix>:failures:<sha256hex(source + "\n" + id)>              string  failed attempts of the command (INCR;
+//	                                                                        TTL DedupeTTL from the last failure)
 //	<prefix>:repair:<sha256hex(source + "\n" + id)>                 hash  pending journal repair (no TTL)
 //	    data (JSON of the repair), attempts, last_error
 //	<prefix>:repairs                                                zset  repair members (the command hash)

@@ -11,28 +11,10 @@ import (
 	"github.com/proxbus/proxbus/store"
 )
 
-// fakeClock is a settable clock for Options.Now, safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // env is one test's store on its own key prefix, with a fake clock.
 type env struct {
 	s     *store.Store
-	clk   *fakeClock
+	clk   *testenv.Clock
 	redis *testenv.Redis
 }
 
@@ -41,7 +23,7 @@ type env struct {
 func newEnv(t *testing.T, mod func(*store.Options)) *env {
 	t.Helper()
 	r := testenv.StartRedis(t)
-	clk := &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := testenv.NewClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	opts := store.Options{Prefix: r.Prefix, Now: clk.Now}
 	if mod != nil {
 		mod(&opts)

@@ -35,12 +35,13 @@ func (i IdemScope) Hash() string {
 	return hex.EncodeToString(sum[:])
 }
 
-func (s *Store) cmdKey(c CommandKey) string    { return s.opts.Prefix + ":cmd:" + c.Hash() }
-func (s *Store) idemKey(i IdemScope) string    { return s.opts.Prefix + ":idem:" + i.Hash() }
-func (s *Store) fenceKey() string              { return s.opts.Prefix + ":fence" }
-func (s *Store) repairPrefix() string          { return s.opts.Prefix + ":repair:" }
-func (s *Store) repairKey(c CommandKey) string { return s.repairPrefix() + c.Hash() }
-func (s *Store) repairsKey() string            { return s.opts.Prefix + ":repairs" }
+func (s *Store) cmdKey(c CommandKey) string      { return s.opts.Prefix + ":cmd:" + c.Hash() }
+func (s *Store) idemKey(i IdemScope) string      { return s.opts.Prefix + ":idem:" + i.Hash() }
+func (s *Store) fenceKey() string                { return s.opts.Prefix + ":fence" }
+func (s *Store) failuresKey(c CommandKey) string { return s.opts.Prefix + ":failures:" + c.Hash() }
+func (s *Store) repairPrefix() string            { return s.opts.Prefix + ":repair:" }
+func (s *Store) repairKey(c CommandKey) string   { return s.repairPrefix() + c.Hash() }
+func (s *Store) repairsKey() string              { return s.opts.Prefix + ":repairs" }
 
 // lockKey is the lease key of one resource: <prefix>:lock:<endpoint>:<kind>:<id>.
 func (s *Store) lockKey(k ResourceKey) string {

@@ -8,6 +8,7 @@ import "github.com/redis/go-redis/v9"
 type scripts struct {
 	claim, suspend, renew, complete, completeReplay, release, updateResult       *redis.Script
 	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule *redis.Script
+	recordFailure                                                                *redis.Script
 }
 
 func newScripts() scripts {
@@ -25,6 +26,7 @@ func newScripts() scripts {
 		pendingRepairs: redis.NewScript(pendingRepairsLua),
 		claimRepair:    redis.NewScript(claimRepairLua),
 		reschedule:     redis.NewScript(rescheduleLua),
+		recordFailure:  redis.NewScript(recordFailureLua),
 	}
 }
 
@@ -376,4 +378,12 @@ redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'last_error', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 return 1
+`
+
+// recordFailureLua: KEYS[1] failures counter. ARGV: ttl_ms. Counts one failed attempt and
+// returns the new count.
+const recordFailureLua = `
+local n = redis.call('INCR', KEYS[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return n
 `

@@ -46,8 +46,8 @@ type impl func(tb testing.TB, e *harness.Env, c int) (stop func())
 
 func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 	tb.Helper()
-	noop := consumer.HandlerFunc(func(context.Context, events.Command, consumer.Attempt) consumer.Disposition {
-		return consumer.Disposition{Action: consumer.Ack}
+	noop := consumer.HandlerFunc(func(context.Context, events.Command, events.Delivery) events.Disposition {
+		return events.Disposition{Action: events.Ack}
 	})
 	cfg := consumer.Config{Subjects: e.Subjects, Concurrency: c, Instance: "peer", Logger: slog.New(slog.DiscardHandler)}
 	// Its own connection, as Watermill's and as `proxbus serve` has: the harness's connection

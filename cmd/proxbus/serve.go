@@ -16,7 +16,7 @@ type serveFlags struct {
 	logFormat, logLevel, redisKeyPrefix, httpAddr                              *string
 	webhookSecret, webhookRules, proxboxAPIKey                                 *string
 	resultTimeout                                                              *time.Duration
-	concurrency, maxAckPending, maxDeliver, streamReplicas                     *int
+	concurrency, maxAckPending, maxAttempts, streamReplicas                    *int
 	ackWait, dedupeTTL, idemWindow, leaseTTL                                   *time.Duration
 	noProvision                                                                *bool
 	security                                                                   *securityFlags
@@ -41,7 +41,7 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		resultTimeout:  fs.duration("http-result-timeout", 60*time.Second, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
 		concurrency:    fs.integer("concurrency", 8, "commands processed at once (MaxAckPending)"),
 		maxAckPending:  fs.integer("max-ack-pending", 0, "commands in flight across all replicas (default --concurrency; with N replicas use N×concurrency)"),
-		maxDeliver:     fs.integer("max-deliver", 5, "deliveries before a command is dead-lettered"),
+		maxAttempts:    fs.integer("max-attempts", 5, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
 		streamReplicas: fs.integer("stream-replicas", 1, "replica count of the provisioned streams (3 on a clustered broker)"),
 		ackWait:        fs.duration("ack-wait", 30*time.Second, "JetStream AckWait (kept alive by InProgress)"),
 		dedupeTTL:      fs.duration("dedupe-ttl", 24*time.Hour, "how long finished commands are remembered"),
@@ -60,7 +60,7 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 	return app.Config{
 		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: *f.netboxToken,
 		EndpointsFile: *f.endpointsFile, SubjectPrefix: *f.prefix, Instance: *f.instance, RedisKeyPrefix: *f.redisKeyPrefix,
-		Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending, MaxDeliver: *f.maxDeliver, StreamReplicas: *f.streamReplicas, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
+		Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending, MaxAttempts: *f.maxAttempts, StreamReplicas: *f.streamReplicas, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
 		IdempotencyWindow: *f.idemWindow, LeaseTTL: *f.leaseTTL, NoProvision: *f.noProvision, LogHandler: h,
 		Security: f.security.security(), HTTPAddr: *f.httpAddr,
 		Ingress: app.Ingress{

@@ -20,7 +20,6 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	concurrency := fs.integer("concurrency", 8, "MaxAckPending of the consumer")
-	maxDeliver := fs.integer("max-deliver", 5, "MaxDeliver of the consumer")
 	replicas := fs.integer("stream-replicas", 1, "replica count of the streams (3 on a clustered broker)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -30,7 +29,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer nc.Close()
-	cfg := consumer.Config{Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, MaxDeliver: *maxDeliver, Replicas: *replicas}.WithDefaults()
+	cfg := consumer.Config{Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, Replicas: *replicas}.WithDefaults()
 	if err := consumer.Provision(ctx, js, cfg); err != nil {
 		return err
 	}

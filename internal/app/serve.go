@@ -42,19 +42,23 @@ type Config struct {
 	// Getenv resolves token_secret_env (default os.Getenv).
 	Getenv func(string) string
 
-	SubjectPrefix     string        // default "proxbus"
-	Concurrency       int           // default 8
-	MaxAckPending     int           // in flight across all replicas (default Concurrency; N replicas: N×Concurrency)
-	MaxDeliver        int           // default 5
-	AckWait           time.Duration // default 30s
-	Backoff           []time.Duration
-	DedupeTTL         time.Duration // default 24h
-	IdempotencyWindow time.Duration // default 60s
-	LeaseTTL          time.Duration // default 30s
-	EndpointCacheTTL  time.Duration // default 30s, at most 30s
-	NetBoxTimeout     time.Duration // default 10s
-	JournalRetryDelay time.Duration // default 200ms
-	RepairInterval    time.Duration // default 2s
+	SubjectPrefix string // default "proxbus"
+	Concurrency   int    // default 8
+	MaxAckPending int    // in flight across all replicas (default Concurrency; N replicas: N×Concurrency)
+	// MaxAttempts is how many failed attempts a command may have before it is answered 503
+	// attempts_exhausted (default 5; waiting spends none, and a command that may have written
+	// is never failed for it).
+	MaxAttempts int
+	AckWait     time.Duration // default 30s
+	// BusyDelay and MaxWait pace a waiting command (handlers.Config; defaults 1s and 30s).
+	BusyDelay, MaxWait time.Duration
+	DedupeTTL          time.Duration // default 24h
+	IdempotencyWindow  time.Duration // default 60s
+	LeaseTTL           time.Duration // default 30s
+	EndpointCacheTTL   time.Duration // default 30s, at most 30s
+	NetBoxTimeout      time.Duration // default 10s
+	JournalRetryDelay  time.Duration // default 200ms
+	RepairInterval     time.Duration // default 2s
 	// TaskPollInterval is how often a Proxmox task's status is polled (default 500ms).
 	TaskPollInterval time.Duration
 	NoProvision      bool
@@ -204,8 +208,8 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	subjects := events.NewSubjects(cfg.SubjectPrefix)
 	ccfg := consumer.Config{
-		Subjects: subjects, Concurrency: cfg.Concurrency, MaxAckPending: cfg.MaxAckPending, MaxDeliver: cfg.MaxDeliver, AckWait: cfg.AckWait,
-		Backoff: cfg.Backoff, Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: slog.New(redact.NewHandler(cfg.LogHandler, secrets...)),
+		Subjects: subjects, Concurrency: cfg.Concurrency, MaxAckPending: cfg.MaxAckPending, AckWait: cfg.AckWait,
+		Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: slog.New(redact.NewHandler(cfg.LogHandler, secrets...)),
 		Observer: consumer.Observers(tr, m),
 	}.WithDefaults()
 	if !cfg.NoProvision {
@@ -222,7 +226,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		Journal:           nb,
 		Proxmox:           clients,
 		Publisher:         pub,
+		History:           NewHistory(js, subjects),
 		Emitter:           emitter,
+		MaxAttempts:       cfg.MaxAttempts,
+		BusyDelay:         cfg.BusyDelay,
+		MaxWait:           cfg.MaxWait,
 		Instance:          cfg.Instance,
 		Logger:            log.With("component", "pipeline"),
 		JournalRetryDelay: cfg.JournalRetryDelay,
@@ -230,7 +238,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	cons, err := consumer.New(js, ccfg, Adapt(pipeline), pub, emitter)
+	cons, err := consumer.New(js, ccfg, pipeline, pub, emitter)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
@@ -313,20 +321,4 @@ func waitReady(ctx context.Context, c *consumer.Consumer) {
 		case <-t.C:
 		}
 	}
-}
-
-// Adapt lets the consumer drive the pipeline: it translates the consumer's delivery and the
-// pipeline's decision, keeping the two packages independent of each other.
-func Adapt(p *handlers.Pipeline) consumer.Handler {
-	return consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, at consumer.Attempt) consumer.Disposition {
-		d := p.Handle(ctx, cmd, handlers.Attempt{Delivered: at.Delivered, MaxDeliver: at.MaxDeliver})
-		switch d.Action {
-		case handlers.Retry:
-			return consumer.Disposition{Action: consumer.Retry, Delay: d.Delay}
-		case handlers.Poison:
-			return consumer.Disposition{Action: consumer.DeadLetterAction, Reason: d.Reason}
-		default:
-			return consumer.Disposition{Action: consumer.Ack}
-		}
-	})
 }

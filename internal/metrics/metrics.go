@@ -97,7 +97,7 @@ func New(o Options) *Metrics {
 		}, []string{"verb", "result", "status"}),
 		commandDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: Namespace, Name: "command_duration_seconds",
-			Help:    "Time the pipeline spent on one delivery of a command, by verb and disposition (ack, retry, dead_letter).",
+			Help:    "Time the pipeline spent on one delivery of a command, by verb and disposition (ack, redeliver, dead_letter).",
 			Buckets: durationBuckets,
 		}, []string{"verb", "disposition"}),
 		stepDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -204,26 +204,26 @@ func TestStepTrackerIsBounded(t *testing.T) {
 func TestConsumerObserver(t *testing.T) {
 	t.Parallel()
 	m, clk := newTestMetrics(t, Options{})
-	obs := m.Start(context.Background(), events.Command{Verb: "vm.start"}, consumer.Attempt{Delivered: 1})
+	obs := m.Start(context.Background(), events.Command{Verb: "vm.start"}, events.Delivery{Number: 1})
 	if got := toFloat64(t, m.inFlight); got != 1 {
 		t.Errorf("in flight %v, want 1", got)
 	}
 	clk.t = clk.t.Add(2 * time.Second)
-	obs.Done(consumer.Disposition{Action: consumer.Retry})
+	obs.Done(events.Disposition{Action: events.Redeliver})
 	if got := toFloat64(t, m.inFlight); got != 0 {
 		t.Errorf("in flight %v, want 0", got)
 	}
 	m.Redelivered("vm.start")
 	m.Redelivered("nonsense")
-	m.DeadLettered("vm.start", "max_deliveries")
+	m.DeadLettered("vm.start", "attempts_exhausted")
 	m.DeadLettered("vm.start", "Weird Reason!")
 
 	text := scrape(t, m)
 	for _, want := range []string{
-		`proxbus_command_duration_seconds_sum{disposition="retry",verb="vm.start"} 2`,
+		`proxbus_command_duration_seconds_sum{disposition="redeliver",verb="vm.start"} 2`,
 		`proxbus_redeliveries_total{verb="vm.start"} 1`,
 		`proxbus_redeliveries_total{verb="other"} 1`,
-		`proxbus_dead_letters_total{reason="max_deliveries",verb="vm.start"} 1`,
+		`proxbus_dead_letters_total{reason="attempts_exhausted",verb="vm.start"} 1`,
 		`proxbus_dead_letters_total{reason="other",verb="vm.start"} 1`,
 	} {
 		if !strings.Contains(text, want) {

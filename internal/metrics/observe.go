@@ -22,11 +22,11 @@ var (
 
 // Start counts the delivery in flight and, once the handler returned, observes its duration
 // by verb and disposition (consumer.Observer).
-func (m *Metrics) Start(_ context.Context, cmd events.Command, _ consumer.Attempt) consumer.Observation {
+func (m *Metrics) Start(_ context.Context, cmd events.Command, _ events.Delivery) consumer.Observation {
 	m.inFlight.Inc()
 	start := m.now()
 	verb := m.verb(cmd.Verb)
-	return consumer.Observation{Done: func(d consumer.Disposition) {
+	return consumer.Observation{Done: func(d events.Disposition) {
 		m.inFlight.Dec()
 		m.commandDuration.WithLabelValues(verb, d.Action.String()).Observe(m.now().Sub(start).Seconds())
 	}}

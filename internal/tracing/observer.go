@@ -19,7 +19,7 @@ var _ consumer.Observer = (*Tracing)(nil)
 // (consumer.Observer). The span ends when Done is called; a Retry or dead letter marks it as
 // an error. Off, it
 // returns an empty Observation: the command's traceparent stays as it came.
-func (t *Tracing) Start(ctx context.Context, cmd events.Command, at consumer.Attempt) consumer.Observation {
+func (t *Tracing) Start(ctx context.Context, cmd events.Command, at events.Delivery) consumer.Observation {
 	if !t.On() {
 		return consumer.Observation{}
 	}
@@ -32,7 +32,7 @@ func (t *Tracing) Start(ctx context.Context, cmd events.Command, at consumer.Att
 			attribute.String("proxbus.verb", cmd.Verb),
 			attribute.String("proxbus.command.id", cmd.ID),
 			attribute.String("proxbus.command.source", cmd.Source),
-			attribute.Int64("messaging.nats.delivery_count", int64(min(at.Delivered, 1<<62))),
+			attribute.Int64("messaging.nats.delivery_count", int64(min(at.Number, 1<<62))),
 		))
 	tp := ""
 	if span.SpanContext().IsSampled() {
@@ -42,12 +42,10 @@ func (t *Tracing) Start(ctx context.Context, cmd events.Command, at consumer.Att
 	return consumer.Observation{
 		Context:     ctx,
 		TraceParent: tp,
-		Done: func(d consumer.Disposition) {
+		Done: func(d events.Disposition) {
 			span.SetAttributes(attribute.String("proxbus.disposition", d.Action.String()))
-			switch d.Action {
-			case consumer.Retry:
-				span.SetStatus(codes.Error, "retry")
-			case consumer.DeadLetterAction:
+			// A redelivery is a wait, not a failure (contract §4): only a dead letter is an error.
+			if d.Action == events.DeadLetter {
 				span.SetStatus(codes.Error, "dead letter")
 			}
 			span.End()

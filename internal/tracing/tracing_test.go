@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 )
 
@@ -68,7 +67,7 @@ func TestOffMakesNoSpansAndKeepsTheTraceParent(t *testing.T) {
 	if tr.On() {
 		t.Fatal("tracing on without configuration")
 	}
-	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, consumer.Attempt{Delivered: 1})
+	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, events.Delivery{Number: 1})
 	if obs.Context != nil || obs.TraceParent != "" || obs.Done != nil {
 		t.Errorf("off observer changed the delivery: %+v", obs)
 	}
@@ -86,20 +85,20 @@ func TestCommandSpanContinuesTheTraceParent(t *testing.T) {
 	tests := []struct {
 		name       string
 		tp         string
-		action     consumer.Action
+		action     events.Action
 		wantStatus codes.Code
 		wantParent bool
 	}{
-		{"with parent, ack", incoming, consumer.Ack, codes.Unset, true},
-		{"with parent, retry", incoming, consumer.Retry, codes.Error, true},
-		{"no parent, dead letter", "", consumer.DeadLetterAction, codes.Error, false},
+		{"with parent, ack", incoming, events.Ack, codes.Unset, true},
+		{"with parent, redelivered: a wait, not an error", incoming, events.Redeliver, codes.Unset, true},
+		{"no parent, dead letter", "", events.DeadLetter, codes.Error, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tr, exp := setup(t)
 			cmd := events.Command{ID: "c1", Source: "/t", Verb: "vm.start", TraceParent: tc.tp, Data: []byte(`{"password":"CANARY"}`)}
-			obs := tr.Start(context.Background(), cmd, consumer.Attempt{Delivered: 2})
+			obs := tr.Start(context.Background(), cmd, events.Delivery{Number: 2})
 			sc := trace.SpanContextFromContext(obs.Context)
 			if !sc.IsValid() {
 				t.Fatal("handler context carries no span")
@@ -111,7 +110,7 @@ func TestCommandSpanContinuesTheTraceParent(t *testing.T) {
 			if obs.TraceParent != wantTP {
 				t.Errorf("traceparent %q, want %q", obs.TraceParent, wantTP)
 			}
-			obs.Done(consumer.Disposition{Action: tc.action})
+			obs.Done(events.Disposition{Action: tc.action})
 			spans := exp.GetSpans()
 			if len(spans) != 1 {
 				t.Fatalf("%d spans, want 1", len(spans))
@@ -162,14 +161,14 @@ func TestTransportMakesClientSpansAndPropagates(t *testing.T) {
 		t.Errorf("%d spans without a command span", n)
 	}
 
-	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, consumer.Attempt{Delivered: 1})
+	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, events.Delivery{Number: 1})
 	req, _ := http.NewRequestWithContext(obs.Context, http.MethodGet, srv.URL+"/api2/json/nodes/pve1?secret=CANARY", nil)
 	resp, err = c.Do(req)
 	if err != nil {
 		t.Fatalf("get: %v", err)
 	}
 	resp.Body.Close()
-	obs.Done(consumer.Disposition{})
+	obs.Done(events.Disposition{})
 
 	spans := exp.GetSpans()
 	if len(spans) != 2 {
@@ -211,14 +210,14 @@ func TestUnsampledParentKeepsTheTraceParent(t *testing.T) {
 	t.Parallel()
 	tr, exp := setup(t)
 	unsampled := "00-" + traceID + "-" + parentID + "-00"
-	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: unsampled}, consumer.Attempt{Delivered: 1})
+	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: unsampled}, events.Delivery{Number: 1})
 	if obs.TraceParent != "" {
 		t.Errorf("traceparent %q replaced the command's", obs.TraceParent)
 	}
 	if got := trace.SpanContextFromContext(obs.Context).TraceID().String(); got != traceID {
 		t.Errorf("handler context in trace %s, want %s", got, traceID)
 	}
-	obs.Done(consumer.Disposition{})
+	obs.Done(events.Disposition{})
 	if n := len(exp.GetSpans()); n != 0 {
 		t.Errorf("%d spans exported under an unsampled parent", n)
 	}

@@ -267,7 +267,7 @@ func (b *baseline) process(ctx context.Context, m jetstream.Msg) error {
 	step := func(name, status string) error {
 		seq++
 		return b.event(ctx, id, ".step."+strconv.Itoa(seq), map[string]any{"command_id": id, "command_source": source,
-			"verb": "storage.pbs.create", "seq": seq, "step": name, "status": status, "at": time.Now().UTC()})
+			"verb": "storage.pbs.create", "seq": seq, "step": name, "status": status, "attempt": 1, "at": time.Now().UTC()})
 	}
 	if err := step("read_storage", "started"); err != nil {
 		return err
