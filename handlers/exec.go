@@ -56,8 +56,8 @@ func (x *Exec) Write(ctx context.Context, step, detail string, send func(ctx con
 	if x.lease == nil {
 		return Sent{}, fmt.Errorf("%w: step %s", ErrReadOnly, step)
 	}
-	before := x.progress.Dispatched
-	x.progress.Dispatched = true
+	before, wrote := x.progress.Dispatched, x.r.wrote
+	x.progress.Dispatched, x.r.wrote = true, true
 	x.Step(ctx, step, events.StepStarted, "", detail)
 	sent, err := send(ctx)
 	switch {
@@ -66,7 +66,7 @@ func (x *Exec) Write(ctx context.Context, step, detail string, send func(ctx con
 	case err == nil:
 		x.Step(ctx, step, events.StepDone, sent.UPID, "")
 	case errors.Is(err, proxmox.ErrUnreachable):
-		x.progress.Dispatched = before
+		x.progress.Dispatched, x.r.wrote = before, wrote
 		x.Step(ctx, step, events.StepError, "", "Proxmox is unreachable; nothing was sent")
 	case errors.Is(err, proxmox.ErrAnswerLost):
 		x.Step(ctx, step, events.StepError, sent.UPID, "the answer was lost; the write may have taken effect")

@@ -145,6 +145,8 @@ type script struct {
 	mu       sync.Mutex
 	dispatch []func(ctx context.Context, x *Exec) (Outcome, error)
 	confirm  func(ctx context.Context, x *Exec) (Outcome, error)
+	// locate, when set, runs before the claim (a read, as a guest lookup is).
+	locate func() error
 	// writes counts the writes that reached "Proxmox" (the send function ran).
 	writes, confirms, dispatches int
 }
@@ -181,6 +183,15 @@ func testVerb(sc *script) Verb {
 		Resource:  func(struct{}) string { return "100" },
 		Exclusive: func(struct{}) (string, string) { return store.KindGuest, "100" },
 		Dispatch:  func(ctx context.Context, x *Exec, _ struct{}) (Outcome, error) { return sc.next()(ctx, x) },
+		Locate: func(context.Context, *proxmox.Client, struct{}) (struct{}, error) {
+			sc.mu.Lock()
+			locate := sc.locate
+			sc.mu.Unlock()
+			if locate != nil {
+				return struct{}{}, locate()
+			}
+			return struct{}{}, nil
+		},
 	}
 	if sc.confirm != nil {
 		spec.Confirm = func(ctx context.Context, x *Exec, _ struct{}) (Outcome, error) {
@@ -539,5 +550,47 @@ func TestCrashAfterJournalResumes(t *testing.T) {
 	}
 	if f := l.failures(t, cmd); f != 0 {
 		t.Errorf("failed attempts = %d, want 0: a crash is not a failed attempt", f)
+	}
+}
+
+// TestExhaustedReadsTheRecord: a command whose attempts run out before its claim (here its
+// lookup panics) is not dead-lettered when its record says it finished — its ack was lost —
+// but answered from the record; nor when another delivery holds its claim.
+func TestExhaustedReadsTheRecord(t *testing.T) {
+	t.Parallel()
+	sc := &script{}
+	sc.dispatch = []func(ctx context.Context, x *Exec) (Outcome, error){func(ctx context.Context, x *Exec) (Outcome, error) { return ok(ctx, x, sc) }}
+	l := newLifecycle(t, sc)
+	done := testCommand("finished")
+	if d := l.deliver(done, 1); d.Action != events.Ack {
+		t.Fatalf("delivery 1: %+v", d)
+	}
+	sc.mu.Lock()
+	sc.locate = func() error { panic("lookup broke") }
+	sc.mu.Unlock()
+	for n := uint64(2); n <= 4; n++ {
+		d := l.deliver(done, n)
+		if d.Action == events.DeadLetter {
+			t.Fatalf("delivery %d of a finished command: dead-lettered", n)
+		}
+		if n == 4 && d.Action != events.Ack {
+			t.Fatalf("delivery 4: %+v, want ack from the record", d)
+		}
+	}
+	if res := l.stream.resultsOf(done.Ref()); len(res) != 2 || res[0].Replayed || !res[1].Replayed || res[1].Status != 200 {
+		t.Errorf("results %+v, want the first-hand 200 and its replay", res)
+	}
+
+	claimed := testCommand("claimed-elsewhere")
+	if _, err := l.store.Claim(context.Background(), store.ClaimRequest{Command: store.CommandKey{Source: claimed.Source, ID: claimed.ID}, Owner: "other/1/1"}); err != nil {
+		t.Fatal(err)
+	}
+	for n := uint64(1); n <= 5; n++ {
+		if d := l.deliver(claimed, n); d.Action != events.Redeliver {
+			t.Fatalf("delivery %d of a command claimed elsewhere: %+v, want a redelivery", n, d)
+		}
+	}
+	if res := l.stream.resultsOf(claimed.Ref()); len(res) != 0 {
+		t.Errorf("results %+v, want none", res)
 	}
 }

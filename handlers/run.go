@@ -33,6 +33,9 @@ type run struct {
 	attempt int
 	// last is the newest step an earlier delivery published (zero Seq when none).
 	last events.Step
+	// wrote is set once this delivery holds a command whose write may have been sent: no
+	// failure of it is counted or answered as failed from then on.
+	wrote bool
 
 	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
 	seq     int
@@ -280,6 +283,7 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 		r.log.Info("resuming a command whose previous attempt stopped", "prior_dispatch", progress.Dispatched,
 			"progress_recorded", claim.ProgressKnown)
 	}
+	r.wrote = progress.Dispatched
 	x := r.exec(&lease, progress)
 	out, err := r.dispatch(ctx, x)
 	if err != nil {
@@ -422,13 +426,29 @@ func (r *run) wait(ctx context.Context, stage string, status events.StepStatus, 
 	return r.redeliver(delay)
 }
 
-// failed counts a failed attempt before any write or journal entry. After MaxAttempts the
-// command is answered 503 attempts_exhausted and dead-lettered; before, it is redelivered
-// after a growing pause.
+// failed counts a failed attempt made before this delivery claimed the command. After
+// MaxAttempts it reads the command's record before it gives up: a finished command is answered
+// from its record, one that another delivery claimed (and may have written) waits to be
+// resumed, and only one that never claimed is answered 503 attempts_exhausted and
+// dead-lettered. Before MaxAttempts it is redelivered after a growing pause.
 func (r *run) failed(ctx context.Context, stage string, cause error) events.Disposition {
+	if r.wrote {
+		r.log.Warn("failure after a write may have been sent; it will be confirmed by reading", "stage", stage, "err", r.scrub(cause.Error()))
+		return r.redeliver(r.waitDelay())
+	}
 	n, exhausted, disp := r.countFailure(ctx, stage, cause)
 	if !exhausted {
 		return disp
+	}
+	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case state == store.Finished:
+		return r.replay(ctx, raw)
+	case state == store.Running:
+		r.log.Warn("attempts exhausted, but the command is claimed and may have written: it is resumed, not failed")
+		return r.redeliver(r.waitDelay())
 	}
 	out := r.exhaustedOutcome(n, cause)
 	if d := r.answer(ctx, out, noJournal); d.Action != events.Ack {

@@ -117,6 +117,36 @@ func (s *Store) Result(ctx context.Context, c CommandKey) ([]byte, error) {
 	return []byte(res), nil
 }
 
+// RecordState is what [Store.Record] found of a command.
+type RecordState int
+
+// The states of a command's identity record.
+const (
+	// Absent: no record; the command never claimed, or it was released (nothing was written).
+	Absent RecordState = iota
+	// Running: a record is held, live or left by an owner that stopped: the command may have
+	// begun its work and is resumed by its next claim.
+	Running
+	// Finished: the command is done; its stored result comes with it.
+	Finished
+)
+
+// Record reads the state of command c's identity record and, when Finished, its stored result.
+func (s *Store) Record(ctx context.Context, c CommandKey) (RecordState, []byte, error) {
+	vals, err := s.rdb.HMGet(ctx, s.cmdKey(c), "state", "result").Result()
+	if err != nil {
+		return Absent, nil, fmt.Errorf("store: record: %w", err)
+	}
+	switch st, _ := vals[0].(string); st {
+	case "done":
+		res, _ := vals[1].(string)
+		return Finished, []byte(res), nil
+	case "running":
+		return Running, nil, nil
+	}
+	return Absent, nil, nil
+}
+
 // UpdateResult replaces the stored result of a done command, and of its Idempotency-Key
 // record while that record is done and still belongs to it, so later replays report the
 // repaired state. TTLs are unchanged. ErrNotFound when the command is not done.
