@@ -181,7 +181,7 @@ func TestSnapshots(t *testing.T) {
 		{"create with memory on a VM", "vm.snapshot.create", `{"vm":"web-01","snapshot":"mem1","include_memory":true}`, 201, "created", "", nil},
 		{"rollback and start", "vm.snapshot.rollback", `{"vm":201,"snapshot":"base","start":true}`, 200, "ok", "", wantGuestStatus(201, "running")},
 		{"delete", "vm.snapshot.delete", `{"vm":200,"snapshot":"snap1"}`, 200, "ok", "", nil},
-		{"delete a missing snapshot", "vm.snapshot.delete", `{"vm":200,"snapshot":"ghost"}`, 502, "failed", "task_failed", nil},
+		{"delete a missing snapshot", "vm.snapshot.delete", `{"vm":200,"snapshot":"ghost"}`, 200, "already_absent", "", nil},
 		{"create current", "vm.snapshot.create", `{"vm":200,"snapshot":"current"}`, 422, "refused", "reserved_snapshot_name", nil},
 		{"rollback current", "vm.snapshot.rollback", `{"vm":100,"snapshot":"current"}`, 422, "refused", "reserved_snapshot_name", nil},
 		{"delete current", "vm.snapshot.delete", `{"vm":100,"snapshot":"current"}`, 422, "refused", "reserved_snapshot_name", nil},

@@ -82,7 +82,7 @@ func newEnv(t *testing.T) *env {
 			return ""
 		},
 		Concurrency: 4, MaxAttempts: 3, AckWait: 2 * time.Second,
-		BusyDelay: 50 * time.Millisecond, MaxWait: 200 * time.Millisecond,
+		BusyDelay: 50 * time.Millisecond, MaxWait: 200 * time.Millisecond, ConfirmFor: 3 * time.Second,
 		IdempotencyWindow: 60 * time.Second, LeaseTTL: 3 * time.Second,
 		JournalRetryDelay: 10 * time.Millisecond, RepairInterval: time.Hour, TaskPollInterval: 10 * time.Millisecond,
 		LogHandler: slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}),

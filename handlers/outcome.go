@@ -12,6 +12,7 @@ import (
 const (
 	ResultCreated        = "created"
 	ResultAlreadyPresent = "already_present"
+	ResultAlreadyAbsent  = "already_absent"
 	ResultOK             = "ok"
 	ResultFailed         = "failed"
 	ResultRefused        = "refused"
@@ -38,6 +39,8 @@ const (
 	ReasonVMNotRunning             = "vm_not_running"
 	ReasonUnsupportedForContainer  = "unsupported_for_container"
 	ReasonReservedSnapshotName     = "reserved_snapshot_name"
+	ReasonSnapshotConflict         = "snapshot_conflict"
+	ReasonSnapshotNotFound         = "snapshot_not_found"
 	ReasonTaskFailed               = "task_failed"
 	ReasonConfigReadFailed         = "config_read_failed"
 	ReasonExtraNetworksLocked      = "extra_networks_locked"

@@ -82,6 +82,9 @@ type Config struct {
 	// attempts_exhausted and dead-lettered, provided it sent no write (default 5). Waiting
 	// spends no attempt.
 	MaxAttempts int
+	// ConfirmFor is how long a verb's Confirm looks for an interrupted write's effect whose task
+	// may still run before it answers that the write cannot be confirmed (default 30s).
+	ConfirmFor time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -131,6 +134,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.MaxAttempts <= 0 {
 		cfg.MaxAttempts = DefaultMaxAttempts
 	}
+	if cfg.ConfirmFor <= 0 {
+		cfg.ConfirmFor = DefaultConfirmFor
+	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -142,6 +148,7 @@ const (
 	DefaultMaxAttempts = 5
 	DefaultBusyDelay   = time.Second
 	DefaultMaxWait     = 30 * time.Second
+	DefaultConfirmFor  = 30 * time.Second
 )
 
 // Handle runs one delivery of a command through the pipeline and says what to do with the

@@ -76,7 +76,7 @@ func confirmPower(settled func(string) bool) func(ctx context.Context, x *Exec, 
 	}
 	return func(ctx context.Context, x *Exec, in PowerInput) (Outcome, error) {
 		var now proxmox.Guest
-		inPlace, err := untilInPlace(ctx, func(ctx context.Context) (bool, error) {
+		inPlace, err := x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
 			var err error
 			now, err = x.Proxmox.ResolveGuest(ctx, strconv.FormatInt(in.guest.VMID, 10))
 			return err == nil && settled(now.Status), err
@@ -91,11 +91,12 @@ func confirmPower(settled func(string) bool) func(ctx context.Context, x *Exec, 
 	}
 }
 
-// untilInPlace reads with check until it reports the effect in place, for up to confirmFor: an
-// interrupted write's task may still be running. It returns check's error at once.
-func untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, error)) (bool, error) {
+// untilInPlace reads with check until it reports the effect in place, for up to the pipeline's
+// ConfirmFor: an interrupted write's task may still be running. It returns check's error at
+// once.
+func (x *Exec) untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, error)) (bool, error) {
 	pause := confirmPause
-	for deadline := time.Now().Add(confirmFor); ; {
+	for deadline := time.Now().Add(x.r.p.cfg.ConfirmFor); ; {
 		done, err := check(ctx)
 		if err != nil || done {
 			return done, err
@@ -112,12 +113,9 @@ func untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, er
 	}
 }
 
-// confirmFor and confirmPause bound how long an interrupted write's effect is looked for (its
-// task may still run): reads 250 ms apart at first, then up to 2 s, for 30 s in all.
-const (
-	confirmFor   = 30 * time.Second
-	confirmPause = 250 * time.Millisecond
-)
+// confirmPause is the first pause between the reads that look for an interrupted write's
+// effect; it doubles up to 2 s.
+const confirmPause = 250 * time.Millisecond
 
 func statusIs(want string) func(string) bool { return func(s string) bool { return s == want } }
 

@@ -42,14 +42,19 @@ type VMConfig struct {
 	// there); "" for containers.
 	Machine string `json:"machine"`
 	// MachineVersion is the pinned machine version, e.g. "8.1" or "8.1+pve1" (a ".pxe"
-	// suffix dropped); "" when the machine type floats with the installed QEMU.
+	// suffix dropped). A Windows guest (ostype wxp, w2k, w2k3, w2k8, wvista, winN) without
+	// one is pinned by qemu-server at start: to the major.minor of "meta: creation-qemu"
+	// when that is 9.1 or later, else to "5.1"; that version is reported. "" for any other
+	// guest without one: its machine floats with the installed QEMU.
 	MachineVersion string `json:"machine_version,omitempty"`
 	// OSType: QEMU "ostype" (PVE's default "other"), LXC "ostype" ("" when unset).
 	OSType string `json:"os_type"`
 	// BootOrder lists boot devices. From "boot: order=a;b" as written; otherwise from the
 	// legacy form ("boot: cdn", or absent = "cdn") expanded the way qemu-server does it:
 	// c = "bootdisk" (when set and not a CD-ROM), d = every CD-ROM drive (Cloud-Init drives
-	// excluded), n = every netN; "a" (floppy) adds nothing. Empty for containers.
+	// excluded), n = every netN; "a" (floppy) adds nothing. A "boot" present but empty
+	// boots from nothing (qemu-server gives no device a bootindex): empty. Empty for
+	// containers.
 	BootOrder []string `json:"boot_order"`
 	// Disks: QEMU ide/scsi/virtio/sata drives (CD-ROMs, Cloud-Init drives and "none"
 	// excluded), efidisk0 and tpmstate0; LXC rootfs and mpN (bind mounts of host directories
@@ -72,7 +77,8 @@ type VMConfig struct {
 // CPU is the guest's processor configuration.
 // QEMU: Sockets and Cores default to 1; VCPUs is "vcpus" when set (hotplug), else
 // Sockets*Cores; Type is the "cpu" cputype, and when "cpu" is unset the type qemu-server
-// actually uses: "kvm64" ("qemu64" with kvm: 0, "cortex-a57" with arch: aarch64). New VMs
+// actually uses: "kvm64" ("qemu64" with kvm: 0); with arch: aarch64 "host" ("max" with
+// kvm: 0), as qemu-server 9.2.3 and later choose (earlier ones used "cortex-a57"). New VMs
 // created by the PVE 8/9 GUI carry "cpu: x86-64-v2-AES" explicitly; it is reported as is.
 // LXC: Sockets 1, Cores = "cores" (0 when unset: the container may use every host core),
 // VCPUs = Cores, NUMA false, Type "".

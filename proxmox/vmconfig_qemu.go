@@ -4,6 +4,7 @@ import (
 	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -111,15 +112,18 @@ func vmcQemuCPU(raw map[string]string) (CPU, error) {
 		cpu.Type = opts["cputype"]
 	}
 	if cpu.Type == "" {
+		// qemu-server's CPUConfig::get_default_cpu_type (9.2.3 and later for aarch64).
 		kvm := true
 		if v := raw["kvm"]; v != "" {
 			if kvm, err = vmcBool("kvm", "", v); err != nil {
 				return CPU{}, err
 			}
 		}
-		switch {
-		case raw["arch"] == "aarch64":
-			cpu.Type = "cortex-a57"
+		switch aarch64 := raw["arch"] == "aarch64"; {
+		case aarch64 && kvm:
+			cpu.Type = "host"
+		case aarch64:
+			cpu.Type = "max"
 		case !kvm:
 			cpu.Type = "qemu64"
 		default:
@@ -146,7 +150,8 @@ func vmcQemuMemory(raw map[string]string) (int64, error) {
 	return vmcInt("memory", "current", cur, 1, math.MaxInt32)
 }
 
-// vmcMachine reads "machine" ([type=]TYPE[,viommu=…]) into family and pinned version.
+// vmcMachine reads "machine" ([type=]TYPE[,viommu=…]) into family and pinned version; a
+// Windows guest without a pinned version gets the version qemu-server pins it to at start.
 func vmcMachine(raw map[string]string) (family, version string, err error) {
 	typ := ""
 	if v := raw["machine"]; v != "" {
@@ -158,20 +163,20 @@ func vmcMachine(raw map[string]string) (family, version string, err error) {
 	}
 	if typ == "" {
 		if raw["arch"] == "aarch64" {
-			return "virt", "", nil
+			return "virt", vmcWindowsPin(raw), nil
 		}
-		return "i440fx", "", nil
+		return "i440fx", vmcWindowsPin(raw), nil
 	}
 	m := vmcMachineRE.FindStringSubmatch(typ)
 	switch {
 	case m == nil:
 		return "", "", &ConfigError{Key: "machine", Reason: "type: not a QEMU machine type"}
 	case m[1] != "":
-		return "i440fx", "", nil
+		return "i440fx", vmcWindowsPin(raw), nil
 	case m[2] != "":
-		return "q35", "", nil
+		return "q35", vmcWindowsPin(raw), nil
 	case m[3] != "":
-		return "virt", "", nil
+		return "virt", vmcWindowsPin(raw), nil
 	case m[6] != "":
 		return "virt", m[7][1:], nil
 	}
@@ -184,6 +189,39 @@ func vmcMachine(raw map[string]string) (family, version string, err error) {
 		family = "i440fx"
 	}
 	return family, m[5], nil
+}
+
+// vmcWindowsOSRE is qemu-server's Helpers::windows_version: the ostypes of Windows guests.
+var vmcWindowsOSRE = regexp.MustCompile(`^(?:wxp|w2k|w2k3|w2k8|wvista|win[0-9]+)$`)
+
+// vmcCreationQEMURE is the major.minor of a "meta: creation-qemu=" version (MetaInfo's
+// pattern \d+(\.\d+)+).
+var vmcCreationQEMURE = regexp.MustCompile(`^([0-9]+)\.([0-9]+)(?:\.[0-9]+)*$`)
+
+// vmcWindowsPin is the machine version qemu-server's Machine::get_vm_machine pins a Windows
+// guest without a pinned version to at start: the major.minor of "meta: creation-qemu" when
+// that is 9.1 or later, else 5.1 (an unreadable meta counts as none). "" for other guests,
+// whose machine floats with the installed QEMU. (When the installed QEMU can no longer run
+// the pinned version, qemu-server takes its newest; that cannot be seen from the config.)
+func vmcWindowsPin(raw map[string]string) string {
+	if !vmcWindowsOSRE.MatchString(raw["ostype"]) {
+		return ""
+	}
+	const base = "5.1"
+	opts, err := vmcProps("meta", raw["meta"], "", nil)
+	if err != nil {
+		return base
+	}
+	m := vmcCreationQEMURE.FindStringSubmatch(opts["creation-qemu"])
+	if m == nil {
+		return base
+	}
+	major, errMajor := strconv.Atoi(m[1])
+	minor, errMinor := strconv.Atoi(m[2])
+	if errMajor != nil || errMinor != nil || major < 9 || (major == 9 && minor < 1) {
+		return base
+	}
+	return m[1] + "." + m[2]
 }
 
 // vmcQemuDisks parses the drive keys. It returns the disks (bootable not yet set) and the
@@ -313,7 +351,7 @@ func vmcNetOption(k string) bool {
 func vmcBootOrder(raw map[string]string, cdroms []string, nics []NIC) ([]string, error) {
 	order := []string{}
 	legacy := "cdn"
-	if v := raw["boot"]; v != "" {
+	if v, ok := raw["boot"]; ok {
 		opts, err := vmcProps("boot", v, "legacy", nil)
 		if err != nil {
 			return nil, err
@@ -327,9 +365,13 @@ func vmcBootOrder(raw map[string]string, cdroms []string, nics []NIC) ([]string,
 			}
 			return order, nil
 		}
-		if l, ok := opts["legacy"]; ok {
-			legacy = l
+		l, ok := opts["legacy"]
+		if !ok {
+			// "boot: " present but empty: qemu-server's device_bootorder gives no device a
+			// bootindex (the legacy fallback is only for an absent "boot").
+			return order, nil
 		}
+		legacy = l
 	}
 	if len(legacy) < 1 || len(legacy) > 4 || strings.Trim(legacy, "acdn") != "" {
 		return nil, &ConfigError{Key: "boot", Reason: "legacy: must be 1 to 4 of a, c, d, n"}

@@ -262,8 +262,27 @@ func TestParseVMConfigDefaults(t *testing.T) {
 		{"kvm disabled: qemu64", "qemu", map[string]string{"kvm": "0"}, func(t *testing.T, c proxmox.VMConfig) {
 			vmcDiff(t, "cpu type", c.CPU.Type, "qemu64")
 		}},
-		{"aarch64: cortex-a57 on virt", "qemu", map[string]string{"arch": "aarch64"}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu, machine", []string{c.CPU.Type, c.Machine}, []string{"cortex-a57", "virt"})
+		{"aarch64: host on virt (qemu-server 9.2.3+)", "qemu", map[string]string{"arch": "aarch64"}, func(t *testing.T, c proxmox.VMConfig) {
+			vmcDiff(t, "cpu, machine", []string{c.CPU.Type, c.Machine}, []string{"host", "virt"})
+		}},
+		{"aarch64 without KVM: max", "qemu", map[string]string{"arch": "aarch64", "kvm": "0"}, func(t *testing.T, c proxmox.VMConfig) {
+			vmcDiff(t, "cpu type", c.CPU.Type, "max")
+		}},
+		{"aarch64 with a cpu line keeps it", "qemu", map[string]string{"arch": "aarch64", "cpu": "cortex-a72"}, func(t *testing.T, c proxmox.VMConfig) {
+			vmcDiff(t, "cpu type", c.CPU.Type, "cortex-a72")
+		}},
+		{"empty boot: boots from nothing, no device bootable", "qemu", map[string]string{
+			"boot": "", "bootdisk": "virtio0", "virtio0": "local-lvm:vm-42-disk-0,size=8G",
+			"ide2": "none,media=cdrom", "net0": "virtio=BC:24:11:00:00:09,bridge=vmbr0",
+		}, func(t *testing.T, c proxmox.VMConfig) {
+			vmcDiff(t, "boot order", c.BootOrder, []string{})
+			vmcDiff(t, "bootable", c.Disks[0].Bootable, false)
+		}},
+		{"blank boot (the config file's \"boot: \"): boots from nothing", "qemu", map[string]string{
+			"boot": " ", "virtio0": "local-lvm:vm-42-disk-0,size=8G", "ide2": "none,media=cdrom",
+			"net0": "virtio=BC:24:11:00:00:09,bridge=vmbr0",
+		}, func(t *testing.T, c proxmox.VMConfig) {
+			vmcDiff(t, "boot order", c.BootOrder, []string{})
 		}},
 		{"cpu with flags only keeps the default type", "qemu", map[string]string{"cpu": "flags=+aes"}, func(t *testing.T, c proxmox.VMConfig) {
 			vmcDiff(t, "cpu type", c.CPU.Type, "kvm64")
@@ -383,6 +402,40 @@ func TestParseVMConfigMachine(t *testing.T) {
 		t.Run(tt.machine, func(t *testing.T) {
 			t.Parallel()
 			c := vmcMustParse(t, "qemu", map[string]string{"machine": tt.machine}, 100)
+			vmcDiff(t, "machine", []string{c.Machine, c.MachineVersion}, []string{tt.family, tt.version})
+		})
+	}
+}
+
+// TestParseVMConfigWindowsMachinePin pins the machine version qemu-server's get_vm_machine
+// pins a Windows guest to at start when its config pins none: creation-qemu's major.minor
+// from 9.1 on, else 5.1; a pinned version, or a guest that is not Windows, is left as it is.
+func TestParseVMConfigWindowsMachinePin(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, ostype, machine, meta string
+		family, version             string
+	}{
+		{"windows, no machine, no meta: 5.1", "win11", "", "", "i440fx", "5.1"},
+		{"windows q35, creation 9.2.0", "win11", "q35", "creation-qemu=9.2.0,ctime=1741179133", "q35", "9.2"},
+		{"windows pc, creation 9.1", "win10", "pc", "creation-qemu=9.1,ctime=1", "i440fx", "9.1"},
+		{"windows q35, creation 10.0.2", "win11", "type=q35,viommu=intel", "creation-qemu=10.0.2", "q35", "10.0"},
+		{"windows, creation before 9.1: 5.1", "win10", "q35", "creation-qemu=8.1.5,ctime=1", "q35", "5.1"},
+		{"windows, unreadable meta: 5.1", "w2k8", "", "creation-qemu", "i440fx", "5.1"},
+		{"windows, meta without creation-qemu: 5.1", "wxp", "", "ctime=1", "i440fx", "5.1"},
+		{"windows with a pinned version keeps it", "win11", "pc-q35-8.1", "creation-qemu=9.2.0", "q35", "8.1"},
+		{"windows on aarch64 virt", "win11", "", "creation-qemu=9.2.0", "virt", "9.2"},
+		{"linux floats", "l26", "q35", "creation-qemu=9.2.0", "q35", ""},
+		{"other floats", "", "", "", "i440fx", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			raw := map[string]string{"ostype": tt.ostype, "machine": tt.machine, "meta": tt.meta}
+			if tt.family == "virt" {
+				raw["arch"] = "aarch64"
+			}
+			c := vmcMustParse(t, "qemu", raw, 100)
 			vmcDiff(t, "machine", []string{c.Machine, c.MachineVersion}, []string{tt.family, tt.version})
 		})
 	}

@@ -50,15 +50,16 @@ type Config struct {
 	// is never failed for it).
 	MaxAttempts int
 	AckWait     time.Duration // default 30s
-	// BusyDelay and MaxWait pace a waiting command (handlers.Config; defaults 1s and 30s).
-	BusyDelay, MaxWait time.Duration
-	DedupeTTL          time.Duration // default 24h
-	IdempotencyWindow  time.Duration // default 60s
-	LeaseTTL           time.Duration // default 30s
-	EndpointCacheTTL   time.Duration // default 30s, at most 30s
-	NetBoxTimeout      time.Duration // default 10s
-	JournalRetryDelay  time.Duration // default 200ms
-	RepairInterval     time.Duration // default 2s
+	// BusyDelay and MaxWait pace a waiting command; ConfirmFor bounds how long an interrupted
+	// write's effect is looked for (handlers.Config; defaults 1s, 30s, 30s).
+	BusyDelay, MaxWait, ConfirmFor time.Duration
+	DedupeTTL                      time.Duration // default 24h
+	IdempotencyWindow              time.Duration // default 60s
+	LeaseTTL                       time.Duration // default 30s
+	EndpointCacheTTL               time.Duration // default 30s, at most 30s
+	NetBoxTimeout                  time.Duration // default 10s
+	JournalRetryDelay              time.Duration // default 200ms
+	RepairInterval                 time.Duration // default 2s
 	// TaskPollInterval is how often a Proxmox task's status is polled (default 500ms).
 	TaskPollInterval time.Duration
 	NoProvision      bool
@@ -231,6 +232,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		MaxAttempts:       cfg.MaxAttempts,
 		BusyDelay:         cfg.BusyDelay,
 		MaxWait:           cfg.MaxWait,
+		ConfirmFor:        cfg.ConfirmFor,
 		Instance:          cfg.Instance,
 		Logger:            log.With("component", "pipeline"),
 		JournalRetryDelay: cfg.JournalRetryDelay,
