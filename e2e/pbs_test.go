@@ -22,12 +22,14 @@ func TestGateRefusals(t *testing.T) {
 		name       string
 		mutate     func(*events.Command)
 		wantReason string
+		// wantDetail is part of the refusal's detail: which gate closed.
+		wantDetail string
 	}{
-		{"no endpointid", func(c *events.Command) { c.HasEndpointID, c.EndpointID = false, 0 }, "endpoint_id_required"},
-		{"endpoint unknown to NetBox and the endpoints file", func(c *events.Command) { c.EndpointID = 99 }, "endpoint_not_found"},
-		{"allow_writes false in NetBox", func(c *events.Command) { c.EndpointID = 2 }, "endpoint_writes_disabled"},
-		{"read_only in the endpoints file", func(c *events.Command) { c.EndpointID = 3 }, "endpoint_writes_disabled"},
-		{"gate before decoding: garbage data is not looked at", func(c *events.Command) { c.EndpointID = 2; c.Data = json.RawMessage(`[1,2]`) }, "endpoint_writes_disabled"},
+		{"no endpointid", func(c *events.Command) { c.HasEndpointID, c.EndpointID = false, 0 }, "endpoint_id_required", ""},
+		{"endpoint unknown to NetBox and the endpoints file", func(c *events.Command) { c.EndpointID = 99 }, "endpoint_not_found", ""},
+		{"allow_writes false in NetBox", func(c *events.Command) { c.EndpointID = 2 }, "endpoint_writes_disabled", "allow_writes false in NetBox"},
+		{"read_only in the endpoints file", func(c *events.Command) { c.EndpointID = 3 }, "endpoint_writes_disabled", "read-only in the endpoints file"},
+		{"gate before decoding: garbage data is not looked at", func(c *events.Command) { c.EndpointID = 2; c.Data = json.RawMessage(`[1,2]`) }, "endpoint_writes_disabled", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -36,6 +38,9 @@ func TestGateRefusals(t *testing.T) {
 			res := e.send(cmd)
 			if res.Status != 403 || res.Reason != tc.wantReason || res.Result != "refused" {
 				t.Fatalf("got %d %s %s, want 403 refused %s", res.Status, res.Result, res.Reason, tc.wantReason)
+			}
+			if !strings.Contains(res.Detail, tc.wantDetail) {
+				t.Errorf("detail %q, want it to say %q", res.Detail, tc.wantDetail)
 			}
 		})
 	}

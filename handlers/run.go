@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,7 +154,7 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 	}
 	r.endpoint, r.client = ep, client
 	if r.verb.VerbAccess() == Write && !ep.AllowWrites {
-		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled}, false
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: cmp.Or(ep.WritesClosedReason, "allow_writes is not true in NetBox")}, false
 	}
 	return nil, false
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"strings"
 	"time"
 
@@ -15,6 +17,7 @@ type serveFlags struct {
 	natsURL, redisURL, netboxURL, netboxToken, endpointsFile, prefix, instance *string
 	logFormat, logLevel, redisKeyPrefix, httpAddr                              *string
 	webhookSecret, webhookRules, proxboxAPIKey                                 *string
+	httpTLSCert, httpTLSKey                                                    *string
 	resultTimeout                                                              *time.Duration
 	concurrency, maxAckPending, maxAttempts, streamReplicas                    *int
 	ackWait, dedupeTTL, idemWindow, leaseTTL                                   *time.Duration
@@ -35,6 +38,8 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		logLevel:       fs.str("log-level", "info", "debug, info, warn or error"),
 		redisKeyPrefix: fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key"),
 		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz and /readyz (e.g. :9090; empty: off)"),
+		httpTLSCert:    fs.str("http-tls-cert", "", "PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)"),
+		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
 		webhookSecret:  fs.str("webhook-secret", "", "NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
 		webhookRules:   fs.str("webhook-rules", "", "YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)"),
 		proxboxAPIKey:  fs.str("proxbox-api-key", "", "X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
@@ -83,5 +88,22 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.HTTPListener, err = sf.httpListener(cfg.LogHandler); err != nil {
+		return err
+	}
 	return app.Serve(ctx, cfg)
+}
+
+// httpListener binds --http-addr with TLS when --http-tls-cert and --http-tls-key are set
+// (both or neither; they need --http-addr). It returns nil when they are not set: Serve then
+// binds --http-addr itself, in plain HTTP.
+func (f *serveFlags) httpListener(h slog.Handler) (net.Listener, error) {
+	tlsCfg, err := app.HTTPTLS(*f.httpTLSCert, *f.httpTLSKey, slog.New(h))
+	if err != nil || tlsCfg == nil {
+		return nil, err
+	}
+	if *f.httpAddr == "" {
+		return nil, fmt.Errorf("%w: --http-tls-cert and --http-tls-key need --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", app.ErrConfig)
+	}
+	return app.ListenHTTP(*f.httpAddr, tlsCfg)
 }

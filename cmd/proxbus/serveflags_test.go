@@ -1,9 +1,25 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/proxbus/proxbus/internal/app"
 )
 
 // TestServeFlagsReachTheConfig pins that serve's scaling, HTTP and ingress flags (and their
@@ -41,4 +57,101 @@ func TestServeFlagsReachTheConfig(t *testing.T) {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
+}
+
+// TestServeHTTPTLSFlags pins --http-tls-cert and --http-tls-key: neither leaves the listener
+// to Serve (plain HTTP), both bind --http-addr with TLS, and one alone, an unreadable file or
+// a missing --http-addr is a config error naming the flag.
+func TestServeHTTPTLSFlags(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cert, key := writeTestCert(t, dir)
+	missing := filepath.Join(dir, "absent.pem")
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		wantTLS bool
+		wantErr string // substring; "" for none
+	}{
+		{"neither", []string{"--http-addr", "127.0.0.1:0"}, nil, false, ""},
+		{"both", []string{"--http-addr", "127.0.0.1:0", "--http-tls-cert", cert, "--http-tls-key", key}, nil, true, ""},
+		{"both from env", []string{"--http-addr", "127.0.0.1:0"}, map[string]string{"PROXBUS_HTTP_TLS_CERT": cert, "PROXBUS_HTTP_TLS_KEY": key}, true, ""},
+		{"cert only", []string{"--http-addr", "127.0.0.1:0", "--http-tls-cert", cert}, nil, false, "--http-tls-key (PROXBUS_HTTP_TLS_KEY) is not"},
+		{"key only", []string{"--http-addr", "127.0.0.1:0", "--http-tls-key", key}, nil, false, "--http-tls-cert (PROXBUS_HTTP_TLS_CERT) is not"},
+		{"cert unreadable", []string{"--http-addr", "127.0.0.1:0", "--http-tls-cert", missing, "--http-tls-key", key}, nil, false, "--http-tls-cert (PROXBUS_HTTP_TLS_CERT): cannot read"},
+		{"no --http-addr", []string{"--http-tls-cert", cert, "--http-tls-key", key}, nil, false, "need --http-addr"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs := newFlagSet("serve", io.Discard)
+			fs.getenv = func(k string) string { return tc.env[k] }
+			sf := addServeFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			ln, err := sf.httpListener(slog.DiscardHandler)
+			if tc.wantErr != "" {
+				if !errors.Is(err, app.ErrConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want a config error saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (ln != nil) != tc.wantTLS {
+				t.Fatalf("listener = %v, want one only with TLS (%v)", ln, tc.wantTLS)
+			}
+			if ln == nil {
+				return
+			}
+			defer ln.Close()
+			go func() { // one TLS handshake proves the listener serves the certificate
+				if c, err := ln.Accept(); err == nil {
+					_ = c.(*tls.Conn).Handshake()
+					_ = c.Close()
+				}
+			}()
+			c, err := tls.Dial("tcp", ln.Addr().String(), &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // checking the served certificate below
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if cn := c.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "proxbus flag test" {
+				t.Fatalf("served certificate %q, want the one of --http-tls-cert", cn)
+			}
+		})
+	}
+}
+
+// writeTestCert writes a self-signed certificate and its key (mode 0600) to dir.
+func writeTestCert(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxbus flag test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

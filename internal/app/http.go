@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -134,7 +136,8 @@ func listenHTTP(addr string, ln net.Listener, mux *http.ServeMux, log *slog.Logg
 // serve runs the server until shutdown; call it in a goroutine the caller waits for.
 func (h *httpServer) serve() {
 	defer close(h.done)
-	h.log.Info("http serving", "addr", h.ln.Addr().String())
+	_, secure := h.ln.(httpsListener)
+	h.log.Info("http serving", "addr", h.ln.Addr().String(), "tls", secure)
 	if err := h.srv.Serve(h.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		h.log.Error("http server failed", "err", err)
 	}
@@ -149,4 +152,69 @@ func (h *httpServer) shutdown() {
 		_ = h.srv.Close()
 	}
 	<-h.done
+}
+
+// Flag names of the HTTP server's certificate, as errors name them.
+const (
+	flagHTTPTLSCert = "--http-tls-cert (PROXBUS_HTTP_TLS_CERT)"
+	flagHTTPTLSKey  = "--http-tls-key (PROXBUS_HTTP_TLS_KEY)"
+)
+
+// HTTPTLS loads the certificate the HTTP server presents: certFile (--http-tls-cert) is a
+// PEM chain, leaf first, keyFile (--http-tls-key) its PEM private key. Both or neither:
+// neither returns nil, nil (plain HTTP). One without the other, a file that cannot be read,
+// or a pair that does not parse or match is an ErrConfig error naming the flag; file contents
+// are never shown. A key file readable by group or others is logged as a warning (log may be
+// nil). The files are read once: rotate the certificate by restarting the replica.
+// The config serves TLS 1.2 and later, HTTP/2 and HTTP/1.1, and asks for no client certificate.
+func HTTPTLS(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
+	switch {
+	case certFile == "" && keyFile == "":
+		return nil, nil
+	case keyFile == "":
+		return nil, fmt.Errorf("%w: %s is set but %s is not: give the certificate's key file too, or neither", ErrConfig, flagHTTPTLSCert, flagHTTPTLSKey)
+	case certFile == "":
+		return nil, fmt.Errorf("%w: %s is set but %s is not: give the certificate file too, or neither", ErrConfig, flagHTTPTLSKey, flagHTTPTLSCert)
+	}
+	certPEM, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: cannot read the certificate file: %w", ErrConfig, flagHTTPTLSCert, err)
+	}
+	keyPEM, err := os.ReadFile(keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: cannot read the key file: %w", ErrConfig, flagHTTPTLSKey, err)
+	}
+	if log != nil {
+		warnIfShared(log, "http tls key", keyFile)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s %s and %s %s are not a PEM certificate and its private key: %w",
+			ErrConfig, flagHTTPTLSCert, certFile, flagHTTPTLSKey, keyFile, err)
+	}
+	return &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		MinVersion:   tls.VersionTLS12,
+		NextProtos:   []string{"h2", "http/1.1"},
+	}, nil
+}
+
+// httpsListener marks a listener whose connections are TLS (for the "http serving" log line).
+type httpsListener struct{ net.Listener }
+
+// ListenHTTP binds addr for [Config.HTTPListener]. With cfg non-nil every connection is TLS:
+// a client speaking plain HTTP gets "400 Bad Request" (Go's net/http answer to an HTTP request
+// on an HTTPS port) and is served nothing. With cfg nil it is a plain TCP listener.
+func ListenHTTP(addr string, cfg *tls.Config) (net.Listener, error) {
+	if addr == "" {
+		return nil, fmt.Errorf("%w: the HTTP server needs --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", ErrConfig)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --http-addr %s: %w", ErrConfig, addr, err)
+	}
+	if cfg == nil {
+		return ln, nil
+	}
+	return httpsListener{tls.NewListener(ln, cfg)}, nil
 }

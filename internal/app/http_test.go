@@ -2,11 +2,27 @@ package app
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestReadyHandler(t *testing.T) {
@@ -61,5 +77,148 @@ func TestHealthHandler(t *testing.T) {
 	HealthHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, PathHealthz, nil))
 	if rec.Code != http.StatusOK || rec.Body.String() != "ok\n" {
 		t.Errorf("healthz %d %q", rec.Code, rec.Body.String())
+	}
+}
+
+// writeSelfSigned writes a self-signed ECDSA certificate for 127.0.0.1 and its key to dir,
+// the key with mode 0600; it returns both paths and the certificate as a pool.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "proxbus test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool = x509.NewCertPool()
+	pool.AddCert(leaf)
+	return certFile, keyFile, pool
+}
+
+// TestHTTPServesTLS: with a certificate, /healthz answers over TLS (HTTP/1.1 and HTTP/2) and
+// a plain HTTP request on the same port is refused with 400 and served nothing.
+func TestHTTPServesTLS(t *testing.T) {
+	t.Parallel()
+	certFile, keyFile, pool := writeSelfSigned(t, t.TempDir())
+	tlsCfg, err := HTTPTLS(certFile, keyFile, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := ListenHTTP("127.0.0.1:0", tlsCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle(PathHealthz, HealthHandler())
+	hs, err := listenHTTP("", ln, mux, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.serve()
+	t.Cleanup(hs.shutdown)
+	addr := ln.Addr().String()
+
+	for _, h2 := range []bool{false, true} {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: h2}
+		if !h2 {
+			tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/1.1 only
+		}
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("https://" + addr + PathHealthz)
+		if err != nil {
+			t.Fatalf("https (h2 %v): %v", h2, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		tr.CloseIdleConnections()
+		if resp.StatusCode != http.StatusOK || string(body) != "ok\n" || resp.TLS == nil || (resp.ProtoMajor == 2) != h2 {
+			t.Fatalf("https (h2 %v): %s %d %q, tls %v", h2, resp.Proto, resp.StatusCode, body, resp.TLS != nil)
+		}
+	}
+
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Get("http://" + addr + PathHealthz)
+	if err != nil {
+		t.Fatalf("plain http: %v (want Go's 400 answer)", err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "ok") {
+		t.Fatalf("plain http: %d %q, want 400 and no /healthz body", resp.StatusCode, body)
+	}
+}
+
+// TestHTTPTLSConfig: both files or neither; one alone, an unreadable file or a pair that does
+// not match is an ErrConfig error naming the flag, never the file's contents.
+func TestHTTPTLSConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	certFile, keyFile, _ := writeSelfSigned(t, dir)
+	otherCert, _, _ := writeSelfSigned(t, t.TempDir())
+	garbage := filepath.Join(dir, "garbage.pem")
+	if err := os.WriteFile(garbage, []byte("not a pem secret-canary"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "absent.pem")
+	tests := []struct {
+		name, cert, key string
+		wantNil         bool
+		wantErr         []string // substrings of the error; nil: no error
+	}{
+		{"neither", "", "", true, nil},
+		{"both", certFile, keyFile, false, nil},
+		{"cert only", certFile, "", false, []string{"--http-tls-cert", "--http-tls-key", "is not"}},
+		{"key only", "", keyFile, false, []string{"--http-tls-key (PROXBUS_HTTP_TLS_KEY) is set", "--http-tls-cert"}},
+		{"cert unreadable", missing, keyFile, false, []string{"--http-tls-cert", "cannot read", "absent.pem"}},
+		{"key unreadable", certFile, missing, false, []string{"--http-tls-key", "cannot read", "absent.pem"}},
+		{"key not PEM", certFile, garbage, false, []string{"--http-tls-key", "garbage.pem", "not a PEM certificate and its private key"}},
+		{"key of another cert", otherCert, keyFile, false, []string{"--http-tls-cert", "private key does not match"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := HTTPTLS(tc.cert, tc.key, nil)
+			if tc.wantErr == nil {
+				if err != nil || (cfg == nil) != tc.wantNil {
+					t.Fatalf("HTTPTLS = %v, %v; want nil config %v and no error", cfg, err, tc.wantNil)
+				}
+				return
+			}
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("err = %v, want ErrConfig", err)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("err %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "canary") || strings.Contains(err.Error(), "BEGIN") {
+				t.Errorf("err %q shows file contents", err)
+			}
+		})
 	}
 }
