@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -42,6 +43,52 @@ type DeadLetter struct {
 	Header nats.Header
 	// Data is the stored, redacted body.
 	Data []byte
+	// Replays are the replays of this letter recorded by [ReplayDeadLetter], oldest first
+	// (filled by ListDeadLetters and GetDeadLetter).
+	Replays []Replay
+}
+
+// Replay is one re-injection of a dead letter: the command it became.
+type Replay struct {
+	// DeadLetterSeq is the replayed letter's sequence in the DLQ stream.
+	DeadLetterSeq uint64 `json:"dead_letter_seq"`
+	// CommandID and CommandSource identify the new command (follow it with
+	// `proxbus events --id`); CommandID is empty when the letter had no readable id.
+	CommandID     string `json:"command_id,omitempty"`
+	CommandSource string `json:"command_source,omitempty"`
+	// CommandSeq is the new command's sequence in the commands stream.
+	CommandSeq uint64 `json:"command_seq"`
+	// Time is when it was replayed.
+	Time time.Time `json:"time"`
+}
+
+// Replay markers. A dead letter in a Limits stream cannot be edited, so [ReplayDeadLetter]
+// records each replay as a second message in the DLQ stream: subject
+// "<prefix>.dlq._replayed.<letter seq>", header [HeaderReplayedOf] = the letter's sequence,
+// no Proxbus-Dlq-Reason header (which every dead letter has), body the [Replay] as JSON. The
+// marker ages out with the stream like the letter; listings skip markers and attach them to
+// their letter; a purge removes a letter's markers with it.
+const (
+	replayMarkerVerb = "_replayed"
+	// HeaderReplayedOf is a replay marker's header: the replayed letter's DLQ sequence.
+	HeaderReplayedOf = "Proxbus-Replayed-Of"
+)
+
+// replayMarkerSubject is the subject of dead letter seq's replay markers.
+func replayMarkerSubject(s events.Subjects, seq uint64) string {
+	return s.DLQ(replayMarkerVerb + "." + strconv.FormatUint(seq, 10))
+}
+
+// replayMarker reads raw as a replay marker; ok is false for a dead letter.
+func replayMarker(raw *jetstream.RawStreamMsg) (Replay, bool) {
+	if raw.Header == nil || raw.Header.Get(HeaderReplayedOf) == "" || raw.Header.Get(HeaderDLQReason) != "" {
+		return Replay{}, false
+	}
+	var r Replay
+	if json.Unmarshal(raw.Data, &r) != nil || r.DeadLetterSeq == 0 {
+		return Replay{}, false
+	}
+	return r, true
 }
 
 // deadLetterFrom converts a stored DLQ message.
@@ -76,6 +123,7 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subje
 	if state.Msgs == 0 {
 		return out, nil
 	}
+	replays := map[uint64][]Replay{} // markers are stored after their letter: seen first
 	for seq := state.LastSeq; seq >= state.FirstSeq && seq > 0; seq-- {
 		if limit > 0 && len(out) >= limit {
 			break
@@ -87,7 +135,14 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subje
 		if err != nil {
 			return nil, fmt.Errorf("dlq seq %d: %w", seq, err)
 		}
-		out = append(out, deadLetterFrom(raw))
+		if r, ok := replayMarker(raw); ok {
+			replays[r.DeadLetterSeq] = append(replays[r.DeadLetterSeq], r)
+			continue
+		}
+		d := deadLetterFrom(raw)
+		d.Replays = replays[d.Seq]
+		slices.Reverse(d.Replays)
+		out = append(out, d)
 	}
 	slices.Reverse(out)
 	return out, nil
@@ -110,22 +165,61 @@ func GetDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subject
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dlq seq %d: %w", seq, err)
 	}
-	return deadLetterFrom(raw), nil
+	if _, marker := replayMarker(raw); marker {
+		return DeadLetter{}, fmt.Errorf("dlq seq %d is a replay marker: %w", seq, ErrDeadLetterNotFound)
+	}
+	d := deadLetterFrom(raw)
+	d.Replays, err = replaysOf(ctx, st, s, seq)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	return d, nil
+}
+
+// replaysOf reads dead letter seq's replay markers, oldest first.
+func replaysOf(ctx context.Context, st jetstream.Stream, s events.Subjects, seq uint64) ([]Replay, error) {
+	subject := replayMarkerSubject(s, seq)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
+	if err != nil {
+		return nil, fmt.Errorf("dlq seq %d replays: %w", seq, err)
+	}
+	if info.State.Subjects[subject] == 0 {
+		return nil, nil
+	}
+	var out []Replay
+	for n := seq + 1; n <= info.State.LastSeq; n++ {
+		raw, err := st.GetMsg(ctx, n, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("dlq seq %d replays: %w", seq, err)
+		}
+		if r, ok := replayMarker(raw); ok && r.DeadLetterSeq == seq {
+			out = append(out, r)
+		}
+		n = raw.Sequence
+	}
+	return out, nil
 }
 
 // ReplayDeadLetter republishes the (redacted) copy of dead letter seq to its original subject
-// with the Proxbus-Dlq-* headers removed, [HeaderReplayOf] set to seq, and Nats-Msg-Id
-// "<original id>.replay.<seq>" (the original id is the original Nats-Msg-Id, else the
-// CloudEvents id, else "dlq"), so replaying the same dead letter twice within the duplicate
-// window enqueues it once. It returns the new sequence in the commands stream, an error
-// wrapping ErrDeadLetterNotFound when there is no such dead letter, or the publish error.
-func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subjects, seq uint64) (uint64, error) {
+// as a new command: the Proxbus-Dlq-* headers removed, [HeaderReplayOf] set to seq, the
+// CloudEvents id (the ce-id header, or a structured body's "id") replaced by
+// "<original id>-replay-<seq>" so the command runs afresh instead of being answered from the
+// original's record, and Nats-Msg-Id "<original id>.replay.<seq>" (the original id is the
+// original Nats-Msg-Id, else the CloudEvents id, else "dlq") so replaying the same letter
+// twice within the duplicate window enqueues it once. It then records the replay with a
+// marker in the DLQ stream (see [HeaderReplayedOf]) and returns it. Errors: one wrapping
+// ErrDeadLetterNotFound when there is no such letter, the publish error, or the marker's
+// publish error (the command was published then; the returned Replay says as what).
+func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subjects, seq uint64) (Replay, error) {
 	d, err := GetDeadLetter(ctx, js, s, seq)
 	if err != nil {
-		return 0, err
+		return Replay{}, err
 	}
 	if d.OriginalSubject == "" {
-		return 0, fmt.Errorf("dlq seq %d has no %s header", seq, HeaderDLQSubject)
+		return Replay{}, fmt.Errorf("dlq seq %d has no %s header", seq, HeaderDLQSubject)
 	}
 	h := nats.Header{}
 	for k, v := range d.Header {
@@ -134,13 +228,117 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subj
 		}
 		h[k] = slices.Clone(v)
 	}
+	suffix := "-replay-" + strconv.FormatUint(seq, 10)
+	r := Replay{DeadLetterSeq: seq}
+	data := d.Data
+	if id := h.Get("ce-id"); id != "" {
+		r.CommandID, r.CommandSource = id+suffix, h.Get("ce-source")
+		h.Set("ce-id", r.CommandID)
+	} else if body, id, source, ok := withStructuredID(d.Data, suffix); ok {
+		data, r.CommandID, r.CommandSource = body, id, source
+	}
 	h.Set(jetstreamMsgID, originalID(d)+".replay."+strconv.FormatUint(seq, 10))
 	h.Set(HeaderReplayOf, strconv.FormatUint(seq, 10))
-	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: d.OriginalSubject, Header: h, Data: d.Data})
+	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: d.OriginalSubject, Header: h, Data: data})
 	if err != nil {
-		return 0, fmt.Errorf("replay dlq seq %d to %s: %w", seq, d.OriginalSubject, err)
+		return Replay{}, fmt.Errorf("replay dlq seq %d to %s: %w", seq, d.OriginalSubject, err)
 	}
-	return ack.Sequence, nil
+	r.CommandSeq, r.Time = ack.Sequence, time.Now().UTC()
+	if ack.Duplicate {
+		return r, nil // replayed before within the duplicate window: already marked
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return r, fmt.Errorf("replay marker of dlq seq %d: %w", seq, err)
+	}
+	mh := nats.Header{}
+	mh.Set(HeaderReplayedOf, strconv.FormatUint(seq, 10))
+	mh.Set(jetstreamMsgID, "dlq-replayed-"+strconv.FormatUint(seq, 10)+"-"+strconv.FormatUint(ack.Sequence, 10))
+	if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: replayMarkerSubject(s, seq), Header: mh, Data: body}); err != nil {
+		return r, fmt.Errorf("dlq seq %d replayed as command stream seq %d, but its replay marker was not stored: %w", seq, ack.Sequence, err)
+	}
+	return r, nil
+}
+
+// withStructuredID returns a structured-mode command body with its "id" suffixed, the new id
+// and the source; ok is false when data is not a JSON object with a string id.
+func withStructuredID(data []byte, suffix string) (body []byte, id, source string, ok bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(data, &m) != nil {
+		return nil, "", "", false
+	}
+	if json.Unmarshal(m["id"], &id) != nil || id == "" {
+		return nil, "", "", false
+	}
+	_ = json.Unmarshal(m["source"], &source)
+	id += suffix
+	m["id"], _ = json.Marshal(id)
+	body, err := json.Marshal(m)
+	if err != nil {
+		return nil, "", "", false
+	}
+	return body, id, source, true
+}
+
+// PurgeDeadLetters removes the dead letters stored before before (all of them when before is
+// zero), with their replay markers, and returns how many letters it removed. It reads the
+// stream once to find the cut and count, then purges every message below the cut (letters
+// stored meanwhile are kept). Errors: the JetStream error, wrapped.
+func PurgeDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subjects, before time.Time) (int, error) {
+	st, err := js.Stream(ctx, s.DLQStream())
+	if err != nil {
+		return 0, fmt.Errorf("dlq stream %s: %w", s.DLQStream(), err)
+	}
+	state := st.CachedInfo().State
+	if state.Msgs == 0 {
+		return 0, nil
+	}
+	cut, letters := state.LastSeq+1, 0
+	for seq := state.FirstSeq; seq <= state.LastSeq; seq++ {
+		raw, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("dlq seq %d: %w", seq, err)
+		}
+		if !before.IsZero() && !raw.Time.Before(before) {
+			cut = seq
+			break
+		}
+		if _, marker := replayMarker(raw); !marker {
+			letters++
+		}
+	}
+	if cut > state.FirstSeq {
+		if err := st.Purge(ctx, jetstream.WithPurgeSequence(cut)); err != nil {
+			return 0, fmt.Errorf("purge dlq stream %s below seq %d: %w", s.DLQStream(), cut, err)
+		}
+	}
+	// Markers stored after the cut for letters below it would be orphans: remove them too.
+	for seq := range purgedMarkerSeqs(ctx, st, s, cut) {
+		if err := st.Purge(ctx, jetstream.WithPurgeSubject(replayMarkerSubject(s, seq))); err != nil {
+			return letters, fmt.Errorf("purge replay markers of dlq seq %d: %w", seq, err)
+		}
+	}
+	return letters, nil
+}
+
+// purgedMarkerSeqs lists the letters below cut that still have replay markers stored.
+func purgedMarkerSeqs(ctx context.Context, st jetstream.Stream, s events.Subjects, cut uint64) map[uint64]bool {
+	out := map[uint64]bool{}
+	filter := s.DLQ(replayMarkerVerb + ".*")
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return out
+	}
+	prefix := strings.TrimSuffix(filter, "*")
+	for subject := range info.State.Subjects {
+		if n, err := strconv.ParseUint(strings.TrimPrefix(subject, prefix), 10, 64); err == nil && n < cut {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // originalID is the id a replay's Nats-Msg-Id is derived from.

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/proxbus/proxbus/events"
 )
 
@@ -75,13 +77,31 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 		}
 	}
 
-	newSeq, err := ReplayDeadLetter(ctxT(t), e.js, e.s, seq)
+	rep, err := ReplayDeadLetter(ctxT(t), e.js, e.s, seq)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
+	newSeq := rep.CommandSeq
+	if rep.CommandID != "a2-replay-"+itoa(seq) || rep.DeadLetterSeq != seq {
+		t.Errorf("replay = %+v, want command id a2-replay-%d", rep, seq)
+	}
 	again, err := ReplayDeadLetter(ctxT(t), e.js, e.s, seq)
-	if err != nil || again != newSeq {
-		t.Errorf("second replay = %d, %v; want the same seq %d (deduplicated)", again, err, newSeq)
+	if err != nil || again.CommandSeq != newSeq {
+		t.Errorf("second replay = %+v, %v; want the same seq %d (deduplicated)", again, err, newSeq)
+	}
+	// The letter is marked replayed, once, in show and list; the marker is no letter.
+	shown, err := GetDeadLetter(ctxT(t), e.js, e.s, seq)
+	if err != nil || len(shown.Replays) != 1 || shown.Replays[0].CommandID != rep.CommandID || shown.Replays[0].CommandSeq != newSeq {
+		t.Errorf("show after replay: replays %+v, %v", shown.Replays, err)
+	}
+	listed := e.deadLetters(t)
+	if len(listed) != 3 {
+		t.Errorf("list after replay holds %d letters, want 3 (markers are not letters)", len(listed))
+	}
+	for _, d := range listed {
+		if want := map[bool]int{true: 1, false: 0}[d.Seq == seq]; len(d.Replays) != want {
+			t.Errorf("listed letter %d has %d replays, want %d", d.Seq, len(d.Replays), want)
+		}
 	}
 	st, err := e.js.Stream(ctxT(t), e.s.CommandsStream())
 	if err != nil {
@@ -91,8 +111,8 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replayed command: %v", err)
 	}
-	if raw.Subject != "proxbus.cmd.vm.nope" || raw.Header.Get("Nats-Msg-Id") != "a2.replay."+itoa(seq) || raw.Header.Get(HeaderReplayOf) != itoa(seq) {
-		t.Errorf("replayed subject %q msg id %q replay-of %q", raw.Subject, raw.Header.Get("Nats-Msg-Id"), raw.Header.Get(HeaderReplayOf))
+	if raw.Subject != "proxbus.cmd.vm.nope" || raw.Header.Get("Nats-Msg-Id") != "a2.replay."+itoa(seq) || raw.Header.Get(HeaderReplayOf) != itoa(seq) || raw.Header.Get("ce-id") != rep.CommandID {
+		t.Errorf("replayed subject %q msg id %q replay-of %q ce-id %q", raw.Subject, raw.Header.Get("Nats-Msg-Id"), raw.Header.Get(HeaderReplayOf), raw.Header.Get("ce-id"))
 	}
 	for k := range raw.Header {
 		if len(k) >= len(dlqHeaderPrefix) && k[:len(dlqHeaderPrefix)] == dlqHeaderPrefix {
@@ -107,8 +127,8 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 	h2 := &recorder{}
 	e.start(t, h2)
 	eventually(t, 10*time.Second, "replay handled", func() bool { return h2.count() == 1 })
-	if got := h2.ids(); got[0] != "a2" {
-		t.Errorf("replayed command id %q, want a2", got[0])
+	if got := h2.ids(); got[0] != rep.CommandID {
+		t.Errorf("replayed command id %q, want %s", got[0], rep.CommandID)
 	}
 }
 
@@ -119,5 +139,58 @@ func TestListDeadLettersEmpty(t *testing.T) {
 	got, err := ListDeadLetters(ctxT(t), e.js, e.s, 10)
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("list = %v, %v; want empty", got, err)
+	}
+}
+
+// TestPurgeDeadLetters pins purge: --before removes the letters stored before the time (and
+// their replay markers) and counts only letters; a zero time removes all the rest.
+func TestPurgeDeadLetters(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	h := &recorder{answer: func(context.Context, events.Command, events.Delivery) events.Disposition {
+		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
+	}}
+	r := e.start(t, h)
+	e.publish(t, binaryCommand(e.s, "vm.nope", "p1", `{}`))
+	e.publish(t, binaryCommand(e.s, "vm.nope", "p2", `{}`))
+	eventually(t, 10*time.Second, "two dead letters", func() bool { return len(e.deadLetters(t)) == 2 })
+	if err := r.stop(); err != nil {
+		t.Fatal(err)
+	}
+	first := e.deadLetters(t)[0]
+	if _, err := ReplayDeadLetter(ctxT(t), e.js, e.s, first.Seq); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	mid := time.Now()
+	time.Sleep(20 * time.Millisecond)
+	lateHeader := nats.Header{}
+	lateHeader.Set(HeaderDLQReason, "unknown_verb")
+	if _, err := e.js.PublishMsg(ctxT(t), &nats.Msg{Subject: e.s.DLQ("vm.late"), Header: lateHeader, Data: []byte("{}")}); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name     string
+		before   time.Time
+		want     int
+		wantLeft int
+	}{
+		{"before a time", mid, 2, 1},
+		{"nothing older", mid, 0, 1},
+		{"all", time.Time{}, 1, 0},
+		{"empty", time.Time{}, 0, 0},
+	}
+	for _, tt := range tests {
+		n, err := PurgeDeadLetters(ctxT(t), e.js, e.s, tt.before)
+		if err != nil || n != tt.want {
+			t.Fatalf("%s: purged %d, %v; want %d", tt.name, n, err, tt.want)
+		}
+		if left := len(e.deadLetters(t)); left != tt.wantLeft {
+			t.Errorf("%s: %d letters left, want %d", tt.name, left, tt.wantLeft)
+		}
+	}
+	if n := e.streamMsgs(t, e.s.DLQStream()); n != 0 {
+		t.Errorf("the DLQ stream keeps %d messages (markers?) after purging all", n)
 	}
 }

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -185,4 +186,94 @@ func TestProvisionConvergesOlderStream(t *testing.T) {
 	if got := st.CachedInfo().State.Msgs; got != 1 {
 		t.Errorf("messages = %d, want 1 kept", got)
 	}
+}
+
+// TestProvisionWithNeverLowersSilently pins what ProvisionWith does with a durable whose
+// MaxAckPending (24, three replicas of 8) is above the configuration's (8, the default): keep
+// it and say so, refuse without applying anything, or lower it when asked to; and that it
+// reports creations, changes and unchanged objects.
+func TestProvisionWithNeverLowersSilently(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		policy    Lowering
+		wantErr   bool
+		wantMAP   int
+		wantLines []string
+	}{
+		{"keep higher", KeepHigher, false, 24, []string{
+			"stream PROXBUS_COMMANDS: unchanged", "stream PROXBUS_EVENTS: unchanged", "stream PROXBUS_DLQ: unchanged",
+			"consumer proxbus on PROXBUS_COMMANDS: MaxAckPending 24 kept (higher than the requested 8)",
+		}},
+		{"refuse", RefuseLower, true, 24, nil},
+		{"allow", AllowLower, false, 8, []string{
+			"stream PROXBUS_COMMANDS: unchanged", "stream PROXBUS_EVENTS: unchanged", "stream PROXBUS_DLQ: unchanged",
+			"consumer proxbus on PROXBUS_COMMANDS: MaxAckPending 24 → 8",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := testenv.StartNATS(t)
+			cfg := Config{Subjects: events.NewSubjects("proxbus"), Concurrency: 8, MaxAckPending: 24}
+			created, err := ProvisionWith(ctxT(t), n.JS, cfg, ProvisionOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := lines(created); !slices.Equal(got, []string{
+				"stream PROXBUS_COMMANDS: created (replicas 1)", "stream PROXBUS_EVENTS: created (replicas 1)",
+				"stream PROXBUS_DLQ: created (replicas 1)", "consumer proxbus on PROXBUS_COMMANDS: created (MaxAckPending 24)",
+			}) {
+				t.Errorf("first run = %q", got)
+			}
+			cfg.MaxAckPending = 0 // the default: Concurrency
+			cfg.AckWait = 0
+			changes, err := ProvisionWith(ctxT(t), n.JS, cfg, ProvisionOptions{MaxAckPending: tt.policy})
+			var le *LowerError
+			if tt.wantErr {
+				if !errors.Is(err, ErrWouldLower) || !errors.As(err, &le) || le.Current != 24 || le.Requested != 8 || le.Setting != "MaxAckPending" {
+					t.Fatalf("err = %v, want a LowerError 24 → 8", err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got := lines(changes); !slices.Equal(got, tt.wantLines) {
+				t.Errorf("changes = %q, want %q", got, tt.wantLines)
+			}
+			c, err := n.JS.Consumer(ctxT(t), "PROXBUS_COMMANDS", "proxbus")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.CachedInfo().Config.MaxAckPending; got != tt.wantMAP {
+				t.Errorf("server MaxAckPending = %d, want %d", got, tt.wantMAP)
+			}
+		})
+	}
+}
+
+// TestProvisionWithReportsChangedSettings pins the old → new lines of a changed AckWait.
+func TestProvisionWithReportsChangedSettings(t *testing.T) {
+	t.Parallel()
+	n := testenv.StartNATS(t)
+	cfg := Config{Subjects: events.NewSubjects("proxbus"), AckWait: 10 * time.Second}
+	if _, err := ProvisionWith(ctxT(t), n.JS, cfg, ProvisionOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.AckWait = 20 * time.Second
+	changes, err := ProvisionWith(ctxT(t), n.JS, cfg, ProvisionOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "consumer proxbus on PROXBUS_COMMANDS: AckWait 10s → 20s"
+	if got := lines(changes); got[len(got)-1] != want {
+		t.Errorf("changes = %q, want last %q", got, want)
+	}
+}
+
+func lines(changes []Change) []string {
+	out := make([]string, len(changes))
+	for i, c := range changes {
+		out[i] = c.String()
+	}
+	return out
 }

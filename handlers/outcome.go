@@ -3,6 +3,8 @@ package handlers
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/proxbus/proxbus/netbox"
 	"github.com/proxbus/proxbus/proxmox"
@@ -121,9 +123,13 @@ func classify(err error) (Outcome, failure) {
 	case errors.Is(err, errExtraNetworksLocked):
 		return refused(422, ReasonExtraNetworksLocked)
 	case errors.Is(err, proxmox.ErrVMNotFound):
-		return refused(404, ReasonVMNotFound)
+		out, f := refused(404, ReasonVMNotFound)
+		out.Detail = guestLookupDetail(err)
+		return out, f
 	case errors.Is(err, proxmox.ErrVMAmbiguous):
-		return refused(409, ReasonVMAmbiguous)
+		out, f := refused(409, ReasonVMAmbiguous)
+		out.Detail = guestLookupDetail(err)
+		return out, f
 	case errors.Is(err, proxmox.ErrVMNotRunning):
 		return refused(409, ReasonVMNotRunning)
 	case errors.Is(err, proxmox.ErrUnsupportedForContainer):
@@ -153,4 +159,31 @@ func classify(err error) (Outcome, failure) {
 func verbFailure(err error) Outcome {
 	out, _ := classify(err)
 	return out
+}
+
+// guestLookupDetail is the detail of vm_not_found and vm_ambiguous when err is a failed guest
+// lookup: where it looked (the endpoint's cluster resources, by vmid or exact name, the nodes
+// listing guests) or the candidates a name matched (vmid, type, node), so the producer can
+// address one by vmid. Only names, vmids and node names appear. Other errors give "".
+func guestLookupDetail(err error) string {
+	var le *proxmox.GuestLookupError
+	if !errors.As(err, &le) {
+		return ""
+	}
+	if len(le.Candidates) > 1 {
+		parts := make([]string, len(le.Candidates))
+		for i, g := range le.Candidates {
+			parts[i] = fmt.Sprintf("%d (%s on %s)", g.VMID, g.Type, g.Node)
+		}
+		return fmt.Sprintf("name %q matches %d guests: %s; address one by vmid", le.Ref, len(le.Candidates), strings.Join(parts, ", "))
+	}
+	what := fmt.Sprintf("no guest named %q (names match exactly)", le.Ref)
+	if le.ByVMID {
+		what = "no guest with vmid " + le.Ref
+	}
+	if le.Guests == 0 {
+		return what + " in the endpoint's cluster resources (/cluster/resources?type=vm lists no VM or container)"
+	}
+	return fmt.Sprintf("%s in the endpoint's cluster resources (/cluster/resources?type=vm: %d VMs and containers on nodes %s)",
+		what, le.Guests, strings.Join(le.Nodes, ", "))
 }

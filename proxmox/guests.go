@@ -1,12 +1,15 @@
 package proxmox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -70,8 +73,8 @@ func (g Guest) check() error {
 // ref is a vmid when it is all digits ("100"), else a guest name (exact match). For a
 // running QEMU VM it also reads GET .../status/current so that a paused VM has Status
 // "paused". Errors: no match → [ErrVMNotFound]; a name matching several guests →
-// [ErrVMAmbiguous] (the message lists their vmids); otherwise the request's error (see the
-// package doc).
+// [ErrVMAmbiguous]; both as a *[GuestLookupError] saying where it looked and what matched;
+// otherwise the request's error (see the package doc).
 func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
@@ -92,15 +95,8 @@ func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
 			found = append(found, Guest{VMID: r.VMID, Name: r.Name, Node: r.Node, Type: GuestType(r.Type), Status: r.Status, Template: r.Template})
 		}
 	}
-	switch {
-	case len(found) == 0:
-		return Guest{}, fmt.Errorf("%w: %q", ErrVMNotFound, ref)
-	case len(found) > 1:
-		ids := make([]string, len(found))
-		for i, g := range found {
-			ids[i] = strconv.FormatInt(g.VMID, 10)
-		}
-		return Guest{}, fmt.Errorf("%w: %q matches vmids %s", ErrVMAmbiguous, ref, strings.Join(ids, ", "))
+	if len(found) != 1 {
+		return Guest{}, lookupError(ref, byID, res, found)
 	}
 	g := found[0]
 	if g.Type == GuestQEMU && g.Status == StatusRunning {
@@ -111,6 +107,61 @@ func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
 		g.Status = st
 	}
 	return g, nil
+}
+
+// GuestLookupError is a [Client.ResolveGuest] that found no guest or several. It says where
+// the lookup looked (the endpoint's /cluster/resources, by vmid or by exact name, and the
+// nodes that listed guests there) and, when ambiguous, the candidates ordered by vmid.
+// errors.Is matches it with [ErrVMAmbiguous] when it has candidates, else [ErrVMNotFound].
+// It carries names, vmids and node names only, never a credential.
+type GuestLookupError struct {
+	Ref        string   // the reference as given (trimmed)
+	ByVMID     bool     // ref was read as a vmid; else as an exact guest name
+	Guests     int      // how many VMs and containers the cluster resources listed
+	Nodes      []string // the nodes those guests are on, sorted
+	Candidates []Guest  // the guests a name matched when there were several
+}
+
+func (e *GuestLookupError) Error() string {
+	what := fmt.Sprintf("name %q", e.Ref)
+	if e.ByVMID {
+		what = "vmid " + e.Ref
+	}
+	if len(e.Candidates) > 1 {
+		ids := make([]string, len(e.Candidates))
+		for i, g := range e.Candidates {
+			ids[i] = strconv.FormatInt(g.VMID, 10)
+		}
+		return fmt.Sprintf("%v: %s matches vmids %s", ErrVMAmbiguous, what, strings.Join(ids, ", "))
+	}
+	return fmt.Sprintf("%v: %s among %d guests on nodes [%s] in /cluster/resources", ErrVMNotFound, what, e.Guests, strings.Join(e.Nodes, ", "))
+}
+
+// Is matches ErrVMAmbiguous (several candidates) or ErrVMNotFound (none).
+func (e *GuestLookupError) Is(target error) bool {
+	if len(e.Candidates) > 1 {
+		return target == ErrVMAmbiguous
+	}
+	return target == ErrVMNotFound
+}
+
+// lookupError describes a lookup of ref over res that matched found (zero or several).
+func lookupError(ref string, byID bool, res []ClusterResource, found []Guest) *GuestLookupError {
+	e := &GuestLookupError{Ref: ref, ByVMID: byID}
+	nodes := map[string]bool{}
+	for _, r := range res {
+		if r.Type == string(GuestQEMU) || r.Type == string(GuestLXC) {
+			e.Guests++
+			if r.Node != "" {
+				nodes[r.Node] = true
+			}
+		}
+	}
+	e.Nodes = slices.Sorted(maps.Keys(nodes))
+	if len(found) > 1 {
+		e.Candidates = slices.SortedFunc(slices.Values(found), func(a, b Guest) int { return cmp.Compare(a.VMID, b.VMID) })
+	}
+	return e
 }
 
 func isDigits(s string) bool {

@@ -135,3 +135,43 @@ func TestBridges(t *testing.T) {
 		t.Errorf("Bridges = %v, %v", got, err)
 	}
 }
+
+// TestResolveGuestLookupError pins what a failed lookup says: where it looked (by vmid or by
+// name, how many guests, on which nodes) and, for an ambiguous name, the candidates by vmid.
+func TestResolveGuestLookupError(t *testing.T) {
+	t.Parallel()
+	_, c := guestSim(t, -1)
+	tests := []struct {
+		ref        string
+		byVMID     bool
+		candidates []int64
+		is         error
+	}{
+		{ref: "dup", candidates: []int64{simpve.DemoDupStopped, simpve.DemoDupRunning}, is: proxmox.ErrVMAmbiguous},
+		{ref: "nope", is: proxmox.ErrVMNotFound},
+		{ref: "4242", byVMID: true, is: proxmox.ErrVMNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			t.Parallel()
+			_, err := c.ResolveGuest(testCtx(t), tt.ref)
+			var le *proxmox.GuestLookupError
+			if !errors.As(err, &le) || !errors.Is(err, tt.is) {
+				t.Fatalf("err = %v, want a *GuestLookupError matching %v", err, tt.is)
+			}
+			if le.Ref != tt.ref || le.ByVMID != tt.byVMID || le.Guests == 0 || !slices.Equal(le.Nodes, []string{"pve1", "pve2", "pve3"}) {
+				t.Errorf("lookup error = %+v", le)
+			}
+			var ids []int64
+			for _, g := range le.Candidates {
+				if g.Node == "" || g.Type == "" {
+					t.Errorf("candidate %+v lacks node or type", g)
+				}
+				ids = append(ids, g.VMID)
+			}
+			if !slices.Equal(ids, tt.candidates) {
+				t.Errorf("candidates %v, want %v", ids, tt.candidates)
+			}
+		})
+	}
+}

@@ -27,7 +27,7 @@ func TestCompletionScripts(t *testing.T) {
 	t.Parallel()
 	verbs := handlers.NewRegistry(handlers.Builtin()...).Names()
 	common := []string{"serve", "dev", "send", "events", "dlq", "journal", "streams", "sim", "completion", "version",
-		"list", "show", "replay", "pending", "apply", "pve", "netbox"}
+		"list", "show", "replay", "purge", "pending", "apply", "pve", "netbox"}
 	cases := []struct {
 		shell string
 		want  []string

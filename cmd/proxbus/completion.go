@@ -25,7 +25,7 @@ var cliCommands = []cliCommand{
 	{name: "dev", help: "everything on embedded defaults"},
 	{name: "send", help: "publish a command and follow it"},
 	{name: "events", help: "tail events"},
-	{name: "dlq", help: "inspect and re-inject dead letters", subs: []string{"list", "show", "replay"}},
+	{name: "dlq", help: "inspect, re-inject and purge dead letters", subs: []string{"list", "show", "replay", "purge"}},
 	{name: "journal", help: "journal updates waiting for NetBox", subs: []string{"pending"}},
 	{name: "streams", help: "create or update the streams and the consumer", subs: []string{"apply"}},
 	{name: "sim", help: "run a simulator", subs: []string{"pve", "netbox"}},

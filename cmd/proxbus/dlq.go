@@ -1,26 +1,46 @@
 package main
 
 import (
+	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 )
 
-// cmdDLQ lists, shows and replays dead letters (contract §7). With --output json, list prints
-// one JSON line per dead letter, show one document (with data as JSON when it is JSON) and
-// replay one document; text (the default) prints a table and labelled lines.
+// dlqUsage is the dlq subcommands' synopsis.
+const dlqUsage = "proxbus dlq list|show SEQ|replay SEQ|purge [--before T] [--yes]"
+
+// Purge's confirmation reads these; tests replace them.
+var (
+	dlqStdin         io.Reader = os.Stdin
+	dlqStdinTerminal           = func() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
+)
+
+// cmdDLQ lists, shows, replays and purges dead letters (contract §7). With --output json,
+// list prints one JSON line per dead letter, show one document (with data as JSON when it is
+// JSON), replay one document {dead_letter_seq, command_id, command_source, command_seq, time}
+// and purge {purged}; text (the default) prints a table (a replayed letter's REPLAYED column
+// names its last new command id) and labelled lines. Replay prints the new command's id to
+// follow. Purge removes every letter, or those stored before --before (RFC 3339, or a
+// duration back from now such as 24h); it needs --yes without --before or when stdin is not a
+// terminal, and otherwise asks on the terminal.
 func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return fmt.Errorf("%w: proxbus dlq list|show SEQ|replay SEQ", errUsage)
+		return fmt.Errorf("%w: %s", errUsage, dlqUsage)
 	}
 	sub := args[0]
 	fs := newFlagSet("dlq "+sub, stderr)
@@ -28,6 +48,8 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
 	limit := fs.Int("limit", 100, "list at most this many")
+	before := fs.String("before", "", "purge: only letters stored before this time (RFC 3339, or a duration back from now like 24h)")
+	yes := fs.Bool("yes", false, "purge: do not ask (required without --before or when stdin is not a terminal)")
 	output := outputFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -35,6 +57,18 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	format, err := outputOf(output)
 	if err != nil {
 		return err
+	}
+	var cutoff time.Time
+	if sub == "purge" {
+		if cutoff, err = purgeCutoff(*before, time.Now()); err != nil {
+			return err
+		}
+		if fs.NArg() != 0 {
+			return fmt.Errorf("%w: proxbus dlq purge takes no SEQ; use --before T", errUsage)
+		}
+		if !*yes && (cutoff.IsZero() || !dlqStdinTerminal()) {
+			return fmt.Errorf("%w: dlq purge removes dead letters for good: add --yes (required without --before or when stdin is not a terminal)", errUsage)
+		}
 	}
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
@@ -67,9 +101,9 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return nil
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tORIGINAL SUBJECT")
+		fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tORIGINAL SUBJECT\tREPLAYED")
 		for _, d := range dls {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", d.Seq, d.Time.UTC().Format(time.RFC3339), d.Reason, d.OriginalSubject)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Seq, d.Time.UTC().Format(time.RFC3339), d.Reason, d.OriginalSubject, replayedCell(d.Replays))
 		}
 		return tw.Flush()
 	case "show":
@@ -86,6 +120,9 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return writeJSONLine(stdout, doc)
 		}
 		fmt.Fprintf(stdout, "seq: %d\nsubject: %s\nreason: %s\noriginal subject: %s\ntime: %s\n", d.Seq, d.Subject, d.Reason, d.OriginalSubject, d.Time.UTC().Format(time.RFC3339))
+		for _, r := range d.Replays {
+			fmt.Fprintf(stdout, "replayed: %s as command %s (commands stream seq %d)\n", r.Time.UTC().Format(time.RFC3339), cmp.Or(r.CommandID, "(no id)"), r.CommandSeq)
+		}
 		for _, k := range slices.Sorted(maps.Keys(d.Header)) {
 			for _, v := range d.Header[k] {
 				fmt.Fprintf(stdout, "header %s: %s\n", k, v)
@@ -98,18 +135,59 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		newSeq, err := consumer.ReplayDeadLetter(ctx, js, subjects, seq)
+		rep, err := consumer.ReplayDeadLetter(ctx, js, subjects, seq)
+		if err != nil && rep.CommandSeq == 0 {
+			return err
+		}
+		if format == outputJSON {
+			if werr := writeJSONLine(stdout, rep); werr != nil {
+				return werr
+			}
+		} else if rep.CommandID != "" {
+			fmt.Fprintf(stdout, "replayed dead letter %d as command %s (commands stream seq %d); follow it: proxbus events --id %s\n", seq, rep.CommandID, rep.CommandSeq, rep.CommandID)
+		} else {
+			fmt.Fprintf(stdout, "replayed dead letter %d as command stream seq %d (it has no readable command id)\n", seq, rep.CommandSeq)
+		}
+		return err // a marker not stored: the replay happened, the error says so
+	case "purge":
+		if !*yes {
+			fmt.Fprintf(stderr, "purge the dead letters stored before %s? [y/N] ", cutoff.UTC().Format(time.RFC3339))
+			answer, _ := bufio.NewReader(dlqStdin).ReadString('\n')
+			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+				return fmt.Errorf("dlq purge: not confirmed; nothing removed")
+			}
+		}
+		n, err := consumer.PurgeDeadLetters(ctx, js, subjects, cutoff)
 		if err != nil {
 			return err
 		}
 		if format == outputJSON {
-			return writeJSONLine(stdout, map[string]uint64{"dead_letter_seq": seq, "command_seq": newSeq})
+			return writeJSONLine(stdout, map[string]int{"purged": n})
 		}
-		fmt.Fprintf(stdout, "replayed dead letter %d as command stream seq %d\n", seq, newSeq)
+		if cutoff.IsZero() {
+			fmt.Fprintf(stdout, "purged %d dead letters\n", n)
+		} else {
+			fmt.Fprintf(stdout, "purged %d dead letters stored before %s\n", n, cutoff.UTC().Format(time.RFC3339))
+		}
 		return nil
 	default:
-		return fmt.Errorf("%w: proxbus dlq list|show SEQ|replay SEQ", errUsage)
+		return fmt.Errorf("%w: %s", errUsage, dlqUsage)
 	}
+}
+
+// purgeCutoff reads --before: empty (every letter: zero time), an RFC 3339 time, or a
+// positive duration back from now.
+func purgeCutoff(v string, now time.Time) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(v); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%w: --before must be an RFC 3339 time (2026-01-02T15:04:05Z) or a positive duration such as 24h (got %q)", errUsage, v)
 }
 
 // dlqSummary is one dead letter in `dlq list --output json`.
@@ -119,6 +197,8 @@ type dlqSummary struct {
 	Reason          string    `json:"reason"`
 	OriginalSubject string    `json:"original_subject"`
 	Time            time.Time `json:"time"`
+	// Replays are the letter's replays, oldest first; absent when never replayed.
+	Replays []consumer.Replay `json:"replays,omitempty"`
 }
 
 // deadLetterDoc is `dlq show --output json`: the summary, the stored headers and the
@@ -130,5 +210,18 @@ type deadLetterDoc struct {
 }
 
 func deadLetterSummary(d consumer.DeadLetter) dlqSummary {
-	return dlqSummary{Seq: d.Seq, Subject: d.Subject, Reason: d.Reason, OriginalSubject: d.OriginalSubject, Time: d.Time.UTC()}
+	return dlqSummary{Seq: d.Seq, Subject: d.Subject, Reason: d.Reason, OriginalSubject: d.OriginalSubject, Time: d.Time.UTC(), Replays: d.Replays}
+}
+
+// replayedCell is list's REPLAYED column: "-", or the last replay's command id (and how many
+// replays when several).
+func replayedCell(rs []consumer.Replay) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	last := cmp.Or(rs[len(rs)-1].CommandID, "seq "+strconv.FormatUint(rs[len(rs)-1].CommandSeq, 10))
+	if len(rs) > 1 {
+		return fmt.Sprintf("%s (%d times)", last, len(rs))
+	}
+	return last
 }

@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 )
 
-// cmdEvents tails events, all of them or one command's, until interrupted. With --output
-// text (the default) it prints one human line per event; with --output json one JSON line per
-// event: {"subject","type","id","time","data"} with data the event's own document.
+// cmdEvents tails events, all of them or one command's (contract §10). With --id it starts at
+// the command's first stored event and returns after its first result, unless --follow keeps
+// it open (for replays and journal repairs); without --id it tails until interrupted. With
+// --output text (the default) it prints one human line per event (a step by its seq, its
+// attempt when above 1; vm.list's result also as a table); with --output json one JSON line
+// per event: {"subject","type","id","time","data"} with data the event's own document.
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", stderr)
 	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
@@ -24,6 +29,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	id := fs.String("id", "", "follow one command (its CloudEvents id)")
 	source := fs.String("source", "urn:proxbus:cli", "the command's source (needed only for ids that are not plain tokens)")
 	all := fs.Bool("all", false, "start with the oldest stored event instead of new ones")
+	follow := fs.Bool("follow", false, "with --id: keep following after the result instead of returning")
 	output := outputFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -42,14 +48,15 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *id != "" {
 		filter = subjects.Follow(events.Ref(*source, *id))
 	}
+	untilResult := *id != "" && !*follow
 	var writeErr error
 	err = app.Tail(ctx, js, subjects, filter, *all || *id != "", func(subject string, ev events.Received) bool {
 		if format == outputJSON {
 			writeErr = writeJSONLine(stdout, eventDoc{Subject: subject, Type: ev.Type, ID: ev.ID, Time: ev.Time, Data: rawOrString(ev.Data)})
 		} else {
-			_, writeErr = fmt.Fprintln(stdout, sanitizeLine(eventLine(subject, ev)))
+			writeErr = writeEventText(stdout, subject, ev)
 		}
-		return writeErr == nil
+		return writeErr == nil && !(untilResult && strings.HasSuffix(subject, ".result"))
 	})
 	if writeErr != nil {
 		return writeErr
@@ -69,6 +76,89 @@ type eventDoc struct {
 	Data    any       `json:"data"`
 }
 
+// writeEventText prints an event's line and, for a vm.list result, its table.
+func writeEventText(w io.Writer, subject string, ev events.Received) error {
+	if _, err := fmt.Fprintln(w, sanitizeLine(eventLine(subject, ev))); err != nil {
+		return err
+	}
+	if !strings.HasSuffix(subject, ".result") {
+		return nil
+	}
+	var r events.Result
+	if json.Unmarshal(ev.Data, &r) != nil {
+		return nil
+	}
+	return writeResultTable(w, r)
+}
+
+// vmListVerb is the verb whose result text mode shows as a table.
+const vmListVerb = "vm.list"
+
+// vmRow is one guest of vm.list's output (contract §9) as the table reads it.
+type vmRow struct {
+	VMID     string `json:"vmid"`
+	Name     string `json:"name"`
+	Node     string `json:"node"`
+	Type     string `json:"type"`
+	Status   string `json:"status"`
+	VCPUs    int    `json:"vcpus"`
+	MemoryMB int64  `json:"memory_mb"`
+	Template bool   `json:"template"`
+}
+
+// writeResultTable prints a successful vm.list result's guests as a table (VMID, NAME, NODE,
+// TYPE, STATUS, VCPUS, MEMORY; a template's status reads "template"); any other result, or
+// an output it cannot read, prints nothing.
+func writeResultTable(w io.Writer, r events.Result) error {
+	if r.Verb != vmListVerb || r.Status >= 400 || len(r.Output) == 0 {
+		return nil
+	}
+	var out struct {
+		VMs []vmRow `json:"vms"`
+	}
+	if json.Unmarshal(r.Output, &out) != nil {
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VMID\tNAME\tNODE\tTYPE\tSTATUS\tVCPUS\tMEMORY")
+	for _, v := range out.VMs {
+		status := v.Status
+		if v.Template {
+			status += " (template)"
+		}
+		cells := []string{v.VMID, v.Name, v.Node, v.Type, status, strconv.Itoa(v.VCPUs), formatMiB(v.MemoryMB)}
+		for i, c := range cells {
+			cells[i] = sanitizeLine(c)
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}
+
+// formatMiB renders a memory size given in MiB: whole GiB as "4 GiB", else "1536 MiB".
+func formatMiB(mb int64) string {
+	if mb >= 1024 && mb%1024 == 0 {
+		return strconv.FormatInt(mb/1024, 10) + " GiB"
+	}
+	return strconv.FormatInt(mb, 10) + " MiB"
+}
+
+// stepText is a step's words after its ref and kind: seq, name, status, the attempt when
+// above 1, the UPID and the detail.
+func stepText(st events.Step) string {
+	line := fmt.Sprintf("%d %s %s", st.Seq, st.Step, st.Status)
+	if st.Attempt > 1 {
+		line += fmt.Sprintf(" (attempt %d)", st.Attempt)
+	}
+	if st.UPID != "" {
+		line += " " + st.UPID
+	}
+	if st.Detail != "" {
+		line += " — " + st.Detail
+	}
+	return line
+}
+
 // eventLine renders an event for a human: time, the command's ref, and what happened.
 func eventLine(subject string, ev events.Received) string {
 	at := "--:--:--"
@@ -85,14 +175,7 @@ func eventLine(subject string, ev events.Received) string {
 	case "step":
 		var st events.Step
 		if json.Unmarshal(ev.Data, &st) == nil {
-			line := fmt.Sprintf("%s %d %s %s", head, st.Seq, st.Step, st.Status)
-			if st.UPID != "" {
-				line += " " + st.UPID
-			}
-			if st.Detail != "" {
-				line += " — " + st.Detail
-			}
-			return line
+			return head + " " + stepText(st)
 		}
 	case "result":
 		var r events.Result

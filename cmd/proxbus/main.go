@@ -13,8 +13,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -31,8 +29,10 @@ Usage:
   proxbus dev [--demo] [--redis-url U]  everything on embedded defaults (NATS, store, simulators)
   proxbus send <verb> [--endpoint N] [--data JSON|@file] [--idempotency-key K] [--id ID] [--no-wait]
                                         publish a command, show each step with its duration, print the result
-  proxbus events [--id ID] [--all]      tail events
-  proxbus dlq list|show SEQ|replay SEQ  inspect and re-inject dead letters
+  proxbus events [--id ID [--follow]] [--all]
+                                        tail events; with --id, until the command's result
+  proxbus dlq list|show SEQ|replay SEQ|purge [--before T] [--yes]
+                                        inspect, re-inject and purge dead letters
   proxbus journal pending               list journal updates waiting for NetBox
   proxbus streams apply [--stream-replicas N]
                                         create or update the streams and the consumer
@@ -40,7 +40,7 @@ Usage:
   proxbus completion bash|zsh|fish      print a shell completion script
   proxbus version
 
-send, events, dlq list|show, journal pending and version take --output text|json
+send, events, dlq list|show|replay|purge, journal pending and version take --output text|json
 ($PROXBUS_OUTPUT, default text): human lines, or the raw documents as JSON (one per line).
 Every flag has a PROXBUS_* environment variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
 Run 'proxbus <command> -h' for a command's flags.
@@ -114,68 +114,6 @@ func versionString() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
-}
-
-// flagSet is a FlagSet whose defaults come from PROXBUS_* environment variables.
-type flagSet struct {
-	*flag.FlagSet
-	getenv func(string) string
-}
-
-func newFlagSet(name string, stderr io.Writer) *flagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return &flagSet{FlagSet: fs, getenv: os.Getenv}
-}
-
-// Parse parses flags and positional arguments in any order ("dlq show 12 --nats-url U").
-// Positional arguments are available from Args as usual.
-func (f *flagSet) Parse(args []string) error {
-	var positional []string
-	for {
-		if err := f.FlagSet.Parse(args); err != nil {
-			return err
-		}
-		args = f.FlagSet.Args()
-		if len(args) == 0 {
-			break
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
-	return f.FlagSet.Parse(append([]string{"--"}, positional...))
-}
-
-func envName(flagName string) string {
-	return "PROXBUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
-}
-
-func (f *flagSet) str(name, def, help string) *string {
-	if v := f.getenv(envName(name)); v != "" {
-		def = v
-	}
-	return f.String(name, def, help+" ($"+envName(name)+")")
-}
-
-func (f *flagSet) integer(name string, def int, help string) *int {
-	if v, err := strconv.Atoi(f.getenv(envName(name))); err == nil {
-		def = v
-	}
-	return f.Int(name, def, help+" ($"+envName(name)+")")
-}
-
-func (f *flagSet) duration(name string, def time.Duration, help string) *time.Duration {
-	if v, err := time.ParseDuration(f.getenv(envName(name))); err == nil {
-		def = v
-	}
-	return f.Duration(name, def, help+" ($"+envName(name)+")")
-}
-
-func (f *flagSet) boolean(name string, def bool, help string) *bool {
-	if v, err := strconv.ParseBool(f.getenv(envName(name))); err == nil {
-		def = v
-	}
-	return f.Bool(name, def, help+" ($"+envName(name)+")")
 }
 
 // logHandler is tint on a terminal and JSON otherwise, unless format says which.

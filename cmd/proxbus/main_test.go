@@ -168,8 +168,52 @@ func TestDLQCommands(t *testing.T) {
 		t.Errorf("dlq show (code %d): %s", code, show)
 	}
 	code, replay, errOut := runCLI(t, "dlq", "replay", seq, "--nats-url", env.NATSURL)
-	if code != 0 || !strings.Contains(replay, "replayed dead letter "+seq) {
+	newID := "dlq-cli-replay-" + seq
+	if code != 0 || !strings.Contains(replay, "replayed dead letter "+seq+" as command "+newID) || !strings.Contains(replay, "proxbus events --id "+newID) {
 		t.Errorf("dlq replay (code %d): %s %s", code, replay, errOut)
+	}
+	// The letter is marked replayed; the replay (still poison) becomes a second letter.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, list, _ = runCLI(t, "dlq", "list", "--nats-url", env.NATSURL); strings.Count(list, "invalid_command") == 2 {
+			break
+		}
+	}
+	if !strings.Contains(list, "REPLAYED") || !regexp.MustCompile(`(?m)^`+seq+` .* `+newID+`$`).MatchString(list) || strings.Count(list, "invalid_command") != 2 {
+		t.Errorf("dlq list after replay:\n%s", list)
+	}
+	if code, show, _ := runCLI(t, "dlq", "show", seq, "--nats-url", env.NATSURL); code != 0 || !strings.Contains(show, "as command "+newID) {
+		t.Errorf("dlq show after replay (code %d): %s", code, show)
+	}
+
+	// purge: refused without --yes (no --before, or stdin not a terminal), a bad --before
+	// names the flag, a prompt not answered yes removes nothing, then --yes removes both.
+	dlqStdinTerminal = func() bool { return true }
+	dlqStdin = strings.NewReader("n\n")
+	refusals := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"dlq", "purge"}, "add --yes"},
+		{[]string{"dlq", "purge", "--before", "yesterday", "--yes"}, "--before must be an RFC 3339 time"},
+		{[]string{"dlq", "purge", "--before", "1h"}, "not confirmed"},
+	}
+	for _, r := range refusals {
+		if code, _, errOut := runCLI(t, append(r.args, "--nats-url", env.NATSURL)...); code == 0 || !strings.Contains(errOut, r.want) {
+			t.Errorf("%v: code %d %q, want %q", r.args, code, errOut, r.want)
+		}
+	}
+	dlqStdinTerminal = func() bool { return false }
+	if code, _, errOut := runCLI(t, "dlq", "purge", "--before", "1h", "--nats-url", env.NATSURL); code != 2 || !strings.Contains(errOut, "stdin is not a terminal") {
+		t.Errorf("purge --before off a terminal without --yes: code %d %q", code, errOut)
+	}
+	if code, out, errOut := runCLI(t, "dlq", "purge", "--before", "1h", "--yes", "--nats-url", env.NATSURL); code != 0 || out != "purged 0 dead letters stored before "+regexp.MustCompile(`\S+$`).FindString(strings.TrimSpace(out))+"\n" {
+		t.Errorf("purge --before 1h: code %d %q %q", code, out, errOut)
+	}
+	if code, out, errOut := runCLI(t, "dlq", "purge", "--yes", "--output", "json", "--nats-url", env.NATSURL); code != 0 || out != `{"purged":2}`+"\n" {
+		t.Errorf("purge --yes: code %d %q %q", code, out, errOut)
+	}
+	if _, list, _ = runCLI(t, "dlq", "list", "--nats-url", env.NATSURL); strings.Contains(list, "invalid_command") {
+		t.Errorf("letters left after purge:\n%s", list)
 	}
 	if code, _, _ := runCLI(t, "dlq", "show", "x", "--nats-url", env.NATSURL); code != 2 {
 		t.Errorf("bad seq: code %d, want 2", code)

@@ -80,8 +80,11 @@ func (p *progress) drawSpinner() {
 	p.drawn = true
 }
 
-// Step records one step event: a start is remembered (and shown by the spinner), any other
-// status prints the step's line, with the duration since its start when one was seen.
+// Step records one step event: a start is remembered (and shown by the spinner); any other
+// status prints the step's line numbered by the event's seq, with the duration since its
+// start when one was seen and the attempt when above 1. `waiting` and `running` lines report
+// a step still under way (the spinner keeps it); `retrying` keeps it too, without a
+// duration; every other status ends it.
 func (p *progress) Step(st events.Step) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -97,12 +100,21 @@ func (p *progress) Step(st events.Step) {
 		return
 	}
 	dur := "-"
-	if start, ok := p.started[st.Step]; ok && st.Status != events.StepRetrying {
-		dur = formatDuration(at.Sub(start))
-		delete(p.started, st.Step)
-		p.order = removeString(p.order, st.Step)
+	if start, ok := p.started[st.Step]; ok {
+		switch st.Status {
+		case events.StepRetrying:
+		case events.StepWaiting, events.StepRunning: // still under way: the time so far
+			dur = formatDuration(at.Sub(start))
+		default:
+			dur = formatDuration(at.Sub(start))
+			delete(p.started, st.Step)
+			p.order = removeString(p.order, st.Step)
+		}
 	}
 	line := fmt.Sprintf("  step %d %-22s %-8s %8s", st.Seq, st.Step, st.Status, dur)
+	if st.Attempt > 1 {
+		line += fmt.Sprintf("  attempt %d", st.Attempt)
+	}
 	if st.UPID != "" {
 		line += "  " + st.UPID
 	}

@@ -19,6 +19,7 @@ import (
 // stdout (contract §10). With --output text (the default) it also reports progress on stderr:
 // a line per step when the step ends, with its status and the time since its start, a spinner
 // naming the running step when stderr is a terminal (plain lines otherwise), and a summary.
+// vm.list's guests also appear there as a table (stdout keeps the result JSON).
 // With --output json, stdout gets only the result document and stderr only errors.
 // Exit code: 0 for a status below 400, 1 otherwise (2 for usage errors).
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -116,6 +117,11 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			summary += " replayed"
 		}
 		prog.Println(summary + " in " + formatDuration(time.Since(began)))
+		var table strings.Builder
+		_ = writeResultTable(&table, res)
+		for l := range strings.Lines(table.String()) {
+			prog.Println(strings.TrimSuffix(l, "\n"))
+		}
 	}
 	out, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Fprintln(stdout, string(out))

@@ -14,63 +14,115 @@ import (
 
 // serveFlags are the flags of `serve`, shared by `dev` for the processor's tuning.
 type serveFlags struct {
-	natsURL, redisURL, netboxURL, netboxToken, endpointsFile, prefix, instance *string
-	logFormat, logLevel, redisKeyPrefix, httpAddr                              *string
-	webhookSecret, webhookRules, proxboxAPIKey                                 *string
-	httpTLSCert, httpTLSKey                                                    *string
-	resultTimeout                                                              *time.Duration
-	concurrency, maxAckPending, maxAttempts, streamReplicas                    *int
-	ackWait, dedupeTTL, idemWindow, leaseTTL                                   *time.Duration
-	noProvision                                                                *bool
-	security                                                                   *securityFlags
+	fs                                                            *flagSet
+	natsURL, redisURL, netboxURL, endpointsFile, prefix, instance *string
+	logFormat, logLevel, redisKeyPrefix, httpAddr                 *string
+	webhookRules                                                  *string
+	netboxToken, webhookSecret, proxboxAPIKey                     *secretFlag
+	httpTLSCert, httpTLSKey                                       *string
+	resultTimeout                                                 *time.Duration
+	concurrency, maxAckPending, maxAttempts, streamReplicas       *int
+	ackWait, dedupeTTL, idemWindow, leaseTTL                      *time.Duration
+	noProvision                                                   *bool
+	security                                                      *securityFlags
 }
 
+// Ranges of serve's numeric flags, checked by [serveFlags.config]. AckWait's minimum keeps
+// the consumer's heartbeat (AckWait/3) well above a network round trip.
+const (
+	maxConcurrency    = 1024
+	maxMaxAckPending  = 1 << 20
+	maxMaxAttempts    = 100
+	maxStreamReplicas = 5 // the largest JetStream cluster replica count
+	minAckWait        = time.Second
+	maxAckWait        = time.Hour
+	minDedupeTTL      = time.Minute
+	minWindow         = time.Second
+	minLeaseTTL       = time.Second
+	maxLeaseTTL       = time.Hour
+	minResultTimeout  = time.Second
+	maxResultTimeout  = time.Hour
+)
+
 func addServeFlags(fs *flagSet) *serveFlags {
+	logFormat, logLevel := addLogFlags(fs)
 	return &serveFlags{
+		fs:             fs,
 		natsURL:        fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL"),
 		redisURL:       fs.str("redis-url", "redis://127.0.0.1:6379/0", "Redis URL (rediss:// for TLS, user:password@ for ACL)"),
 		netboxURL:      fs.str("netbox-url", "", "NetBox base URL"),
-		netboxToken:    fs.str("netbox-token", "", "NetBox API token (v1 40-hex or v2 nbt_…)"),
+		netboxToken:    fs.secret("netbox-token", "the NetBox API token (v1 40-hex or v2 nbt_…)"),
 		endpointsFile:  fs.str("endpoints-file", "", "YAML file of Proxmox endpoints"),
 		prefix:         fs.str("subject-prefix", "proxbus", "prefix of every subject and stream name"),
 		instance:       fs.str("instance", "", "name of this replica (default host-pid)"),
-		logFormat:      fs.str("log-format", "auto", "auto (tint on a terminal, else JSON), json or text"),
-		logLevel:       fs.str("log-level", "info", "debug, info, warn or error"),
+		logFormat:      logFormat,
+		logLevel:       logLevel,
 		redisKeyPrefix: fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key"),
 		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz and /readyz (e.g. :9090; empty: off)"),
 		httpTLSCert:    fs.str("http-tls-cert", "", "PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)"),
 		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
-		webhookSecret:  fs.str("webhook-secret", "", "NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
+		webhookSecret:  fs.secret("webhook-secret", "the NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
 		webhookRules:   fs.str("webhook-rules", "", "YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)"),
-		proxboxAPIKey:  fs.str("proxbox-api-key", "", "X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
-		resultTimeout:  fs.duration("http-result-timeout", 60*time.Second, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
-		concurrency:    fs.integer("concurrency", 8, "commands processed at once (MaxAckPending)"),
-		maxAckPending:  fs.integer("max-ack-pending", 0, "commands in flight across all replicas (default --concurrency; with N replicas use N×concurrency)"),
-		maxAttempts:    fs.integer("max-attempts", 5, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
-		streamReplicas: fs.integer("stream-replicas", 1, "replica count of the provisioned streams (3 on a clustered broker)"),
-		ackWait:        fs.duration("ack-wait", 30*time.Second, "JetStream AckWait (kept alive by InProgress)"),
-		dedupeTTL:      fs.duration("dedupe-ttl", 24*time.Hour, "how long finished commands are remembered"),
-		idemWindow:     fs.duration("idempotency-window", 60*time.Second, "Idempotency-Key window"),
-		leaseTTL:       fs.duration("lease-ttl", 30*time.Second, "a running command's lease; a dead replica's work is resumed after it"),
+		proxboxAPIKey:  fs.secret("proxbox-api-key", "the X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
+		resultTimeout:  fs.durationIn("http-result-timeout", 60*time.Second, minResultTimeout, maxResultTimeout, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
+		concurrency:    fs.intIn("concurrency", 8, 1, maxConcurrency, "commands processed at once by this replica"),
+		maxAckPending:  addMaxAckPendingFlag(fs),
+		maxAttempts:    fs.intIn("max-attempts", 5, 1, maxMaxAttempts, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
+		streamReplicas: fs.intIn("stream-replicas", 1, 1, maxStreamReplicas, "replica count of the provisioned streams (3 on a clustered broker; serve never lowers it, streams apply does when given)"),
+		ackWait:        fs.durationIn("ack-wait", 30*time.Second, minAckWait, maxAckWait, "JetStream AckWait (kept alive by InProgress every ack-wait/3)"),
+		dedupeTTL:      fs.durationIn("dedupe-ttl", 24*time.Hour, minDedupeTTL, 0, "how long finished commands are remembered"),
+		idemWindow:     fs.durationIn("idempotency-window", 60*time.Second, minWindow, 0, "Idempotency-Key window"),
+		leaseTTL:       fs.durationIn("lease-ttl", 30*time.Second, minLeaseTTL, maxLeaseTTL, "a running command's lease; a dead replica's work is resumed after it"),
 		noProvision:    fs.boolean("no-provision", false, "do not create or update streams and the consumer"),
 		security:       addSecurityFlags(fs),
 	}
 }
 
+// addMaxAckPendingFlag adds --max-ack-pending (serve and streams apply): 0 means
+// --concurrency. serve never lowers the durable's value; streams apply does only when the
+// flag is given.
+func addMaxAckPendingFlag(fs *flagSet) *int {
+	return fs.intIn("max-ack-pending", 0, 0, maxMaxAckPending,
+		"commands in flight across all replicas, the durable's MaxAckPending (0: --concurrency; with N replicas use N×concurrency; serve keeps a higher value on the server)")
+}
+
+// addLogFlags adds --log-format and --log-level, checked by [flagSet.problems].
+func addLogFlags(fs *flagSet) (format, level *string) {
+	format = fs.oneOf("log-format", "auto", []string{"auto", "json", "text"}, "auto (tint on a terminal, else JSON), json or text")
+	level = fs.str("log-level", "info", "debug, info, warn or error")
+	fs.checks = append(fs.checks, func() error {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(*level)); err != nil {
+			return fmt.Errorf("%s %q: must be debug, info, warn or error", fs.shown("log-level"), *level)
+		}
+		return nil
+	})
+	return format, level
+}
+
+// config is the configuration the flags hold. Every bad value (a number or duration out of
+// range, an unusable secret file, an inline secret and its file both set, an unknown log
+// format or level) is reported at once in one error wrapping errUsage.
 func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
+	netboxToken, errToken := f.netboxToken.value()
+	webhookSecret, errHook := f.webhookSecret.value()
+	proxboxAPIKey, errKey := f.proxboxAPIKey.value()
+	if err := f.fs.problems(errToken, errHook, errKey); err != nil {
+		return app.Config{}, err
+	}
 	h, err := logHandler(stderr, *f.logFormat, *f.logLevel)
 	if err != nil {
 		return app.Config{}, err
 	}
 	return app.Config{
-		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: *f.netboxToken,
+		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: netboxToken,
 		EndpointsFile: *f.endpointsFile, SubjectPrefix: *f.prefix, Instance: *f.instance, RedisKeyPrefix: *f.redisKeyPrefix,
 		Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending, MaxAttempts: *f.maxAttempts, StreamReplicas: *f.streamReplicas, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
 		IdempotencyWindow: *f.idemWindow, LeaseTTL: *f.leaseTTL, NoProvision: *f.noProvision, LogHandler: h,
 		Security: f.security.security(), HTTPAddr: *f.httpAddr,
 		Ingress: app.Ingress{
-			WebhookSecret: *f.webhookSecret, WebhookRulesFile: *f.webhookRules,
-			ProxboxAPIKey: *f.proxboxAPIKey, ResultTimeout: *f.resultTimeout,
+			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules,
+			ProxboxAPIKey: proxboxAPIKey, ResultTimeout: *f.resultTimeout,
 		},
 	}, nil
 }

@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 )
 
-// cmdStreams applies the stream and consumer configuration (what serve does at start).
+// cmdStreams applies the stream and consumer configuration (what serve does at start) and
+// prints each setting it changed (old → new), or "created" or "unchanged" per object. It
+// never lowers the durable's MaxAckPending or a stream's replica count that were not given
+// (flag or environment): it refuses, naming the server's value and the flag to pass.
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "apply" {
 		return fmt.Errorf("%w: proxbus streams apply", errUsage)
@@ -19,9 +24,17 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
 	natsSec := addNATSSecurityFlags(fs)
 	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
-	concurrency := fs.integer("concurrency", 8, "MaxAckPending of the consumer")
-	replicas := fs.integer("stream-replicas", 1, "replica count of the streams (3 on a clustered broker)")
+	concurrency := fs.intIn("concurrency", 8, 1, maxConcurrency, "commands one replica processes at once (the default of --max-ack-pending)")
+	maxAckPending := addMaxAckPendingFlag(fs)
+	replicas := fs.intIn("stream-replicas", 1, 1, maxStreamReplicas, "replica count of the streams (3 on a clustered broker)")
+	ackWait := fs.durationIn("ack-wait", 30*time.Second, minAckWait, maxAckWait, "the consumer's AckWait (as serve's --ack-wait)")
 	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: streams apply takes no arguments (got %v)", errUsage, fs.Args())
+	}
+	if err := fs.problems(); err != nil {
 		return err
 	}
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
@@ -29,13 +42,50 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer nc.Close()
-	cfg := consumer.Config{Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, Replicas: *replicas}.WithDefaults()
-	if err := consumer.Provision(ctx, js, cfg); err != nil {
-		return err
+	cfg := consumer.Config{
+		Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, MaxAckPending: *maxAckPending,
+		Replicas: *replicas, AckWait: *ackWait,
+	}.WithDefaults()
+	opts := consumer.ProvisionOptions{MaxAckPending: consumer.RefuseLower, Replicas: consumer.RefuseLower}
+	if fs.explicit("max-ack-pending") {
+		opts.MaxAckPending = consumer.AllowLower
 	}
-	for _, sc := range consumer.StreamConfigs(cfg) {
-		fmt.Fprintf(stdout, "stream %s: %v (replicas %d)\n", sc.Name, sc.Subjects, sc.Replicas)
+	if fs.explicit("stream-replicas") {
+		opts.Replicas = consumer.AllowLower
 	}
-	fmt.Fprintf(stdout, "consumer %s on %s\n", cfg.Durable, cfg.Subjects.CommandsStream())
-	return nil
+	changes, err := consumer.ProvisionWith(ctx, js, cfg, opts)
+	for _, c := range changes {
+		fmt.Fprintln(stdout, c)
+	}
+	if errors.Is(err, consumer.ErrWouldLower) {
+		return lowerHint(err)
+	}
+	return err
+}
+
+// lowerHint rewrites ProvisionWith's refusals into one usage error per setting naming the
+// flag that keeps the server's value and the one that lowers it.
+func lowerHint(err error) error {
+	var hints []error
+	var walk func(error)
+	walk = func(err error) {
+		var le *consumer.LowerError
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		if !errors.As(err, &le) {
+			hints = append(hints, err)
+			return
+		}
+		flagName := "--stream-replicas"
+		if le.Setting == "MaxAckPending" {
+			flagName = "--max-ack-pending"
+		}
+		hints = append(hints, fmt.Errorf("%w; pass %s %d to keep it, or %s %d to lower it", le, flagName, le.Current, flagName, le.Requested))
+	}
+	walk(err)
+	return &flagErrors{errs: hints}
 }

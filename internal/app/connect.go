@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -11,6 +12,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -252,6 +255,34 @@ func RedisClient(rawURL string, s Security) (*redis.Client, error) {
 		ropts.TLSConfig.InsecureSkipVerify = s.RedisTLSInsecure
 	}
 	return redis.NewClient(ropts), nil
+}
+
+// go-redis logs through one process-global logger (redis.SetLogger replaces it for every
+// client in the process), by default as raw "redis: 2006/01/02 …" lines on stderr. proxbus
+// installs redisLogger once, and it forwards to the logger of the running [Serve] (the
+// redacting JSON or text handler), so those lines become log records like every other.
+var (
+	redisLogTarget  atomic.Pointer[slog.Logger]
+	redisLogInstall sync.Once
+)
+
+// redisLogger is go-redis's logger: each line a warning on redisLogTarget, or nothing when
+// no Serve is running.
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	if log := redisLogTarget.Load(); log != nil {
+		log.WarnContext(ctx, strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
+	}
+}
+
+// RouteRedisLogs sends go-redis's log lines to log as warnings until the returned function
+// is called (then they are dropped). It installs the process-global go-redis logger on its
+// first call; a later call redirects it (the last Serve started wins).
+func RouteRedisLogs(log *slog.Logger) (stop func()) {
+	redisLogInstall.Do(func() { redis.SetLogger(redisLogger{}) })
+	redisLogTarget.Store(log)
+	return func() { redisLogTarget.CompareAndSwap(log, nil) }
 }
 
 // NetBoxIdleConnsPerHost is how many idle connections to NetBox are kept for reuse.

@@ -176,7 +176,8 @@ func Serve(ctx context.Context, cfg Config) error {
 	secrets = append(secrets, URLPasswords(cfg.NATSURL)...)
 	secrets = append(secrets, URLPasswords(cfg.RedisURL)...)
 	secrets = append(secrets, cfg.Ingress.secrets()...)
-	log := slog.New(redact.NewHandler(cfg.LogHandler, secrets...)).With("instance", cfg.Instance)
+	log := serveLogger(cfg.LogHandler, secrets).With("instance", cfg.Instance)
+	defer RouteRedisLogs(log.With("component", "redis"))()
 
 	hc, err := NetBoxHTTPClient(cfg.Security)
 	if err != nil {
@@ -210,12 +211,24 @@ func Serve(ctx context.Context, cfg Config) error {
 	subjects := events.NewSubjects(cfg.SubjectPrefix)
 	ccfg := consumer.Config{
 		Subjects: subjects, Concurrency: cfg.Concurrency, MaxAckPending: cfg.MaxAckPending, AckWait: cfg.AckWait,
-		Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: slog.New(redact.NewHandler(cfg.LogHandler, secrets...)),
+		Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: serveLogger(cfg.LogHandler, secrets),
 		Observer: consumer.Observers(tr, m),
 	}.WithDefaults()
 	if !cfg.NoProvision {
-		if err := consumer.Provision(ctx, js, ccfg); err != nil {
+		// Provisioning never lowers the durable's MaxAckPending or a stream's replica count
+		// (replicas sized for N×concurrency, an R3 stream): `proxbus streams apply` does that.
+		changes, err := consumer.ProvisionWith(ctx, js, ccfg, consumer.ProvisionOptions{})
+		if err != nil {
 			return fmt.Errorf("provision streams: %w", err)
+		}
+		for _, c := range changes {
+			if c.Old != "unchanged" {
+				log.Info("provisioned", "component", "provision", "change", c.String())
+			}
+			if n, err := strconv.Atoi(c.Old); err == nil && c.Kept && c.Setting == "MaxAckPending" {
+				ccfg.MaxAckPending, ccfg.FetchBatch = n, 0 // the consumer sizes its batch on it
+				ccfg = ccfg.WithDefaults()
+			}
 		}
 	}
 	emitter := events.NewEmitter(subjects, cfg.Instance)
@@ -323,4 +336,10 @@ func waitReady(ctx context.Context, c *consumer.Consumer) {
 		case <-t.C:
 		}
 	}
+}
+
+// serveLogger is Serve's logger on h: secrets redacted, and every key once per line (a
+// sub-component's With("component", …) replaces its parent's, see [uniqueKeys]).
+func serveLogger(h slog.Handler, secrets []string) *slog.Logger {
+	return slog.New(newUniqueKeys(redact.NewHandler(h, secrets...)))
 }
