@@ -42,8 +42,10 @@
 //	<prefix>:lock:<endpoint id>:<kind>:<id>                         hash  per-resource lease; kind guest (id = vmid)
 //	                                                                      or node (id = node name)
 //	    owner, token (the holding claim's owner and fencing token), lease (deadline, ms since
-//	    epoch; the claim's deadline)
-//	    (TTL 2×LeaseTTL, renewed with the lease; the deadline decides)
+//	    epoch; the claim's deadline), cmd (the holding command's hash)
+//	    (TTL DedupeTTL; the deadline decides, except that a holder whose lease expired while
+//	    it may have written — its record running and not suspended, or suspended after a
+//	    dispatch — keeps the lease until its own redelivery resumed it)
 //	<prefix>:slots:<endpoint id>                                    zset  max_parallel slot holders (claim owners)
 //	                                                                      scored by deadline (ms since epoch;
 //	                                                                      TTL 2×LeaseTTL)

@@ -56,7 +56,7 @@ func TestKeyNames(t *testing.T) {
 		{p + ":fence", "string", 0, 0},
 		{p + ":repair:" + sha(cmdA.Source+"\n"+cmdA.ID), "hash", 0, 0},
 		{p + ":repairs", "zset", 0, 0},
-		{p + ":lock:3:guest:105", "hash", 2 * store.DefaultLeaseTTL, 2*store.DefaultLeaseTTL - time.Minute},
+		{p + ":lock:3:guest:105", "hash", store.DefaultDedupeTTL, store.DefaultDedupeTTL - time.Minute},
 		{p + ":slots:3", "zset", 2 * store.DefaultLeaseTTL, 2*store.DefaultLeaseTTL - time.Minute},
 	}
 	for _, tt := range tests {
@@ -79,8 +79,8 @@ func TestKeyNames(t *testing.T) {
 	deadline := e.clk.Now().Add(store.DefaultLeaseTTL).UnixMilli()
 	lock, err := e.redis.Client.HGetAll(ctx, p+":lock:3:guest:105").Result()
 	if err != nil || lock["owner"] != "o2" || lock["token"] != fmt.Sprint(b.Lease.Token) ||
-		lock["lease"] != fmt.Sprint(deadline) || len(lock) != 3 {
-		t.Errorf("lock fields %v (%v), want the claim's owner o2, token %d and deadline %d", lock, err, b.Lease.Token, deadline)
+		lock["lease"] != fmt.Sprint(deadline) || lock["cmd"] != sha(cmdB.Source+"\n"+cmdB.ID) || len(lock) != 4 {
+		t.Errorf("lock fields %v (%v), want the claim's owner o2, token %d, deadline %d and command", lock, err, b.Lease.Token, deadline)
 	}
 	slots, err := e.redis.Client.ZRangeWithScores(ctx, p+":slots:3", 0, -1).Result()
 	if err != nil || len(slots) != 1 || slots[0].Member != "o2" || int64(slots[0].Score) != deadline {

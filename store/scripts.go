@@ -41,11 +41,12 @@ end
 `
 
 // releaseGuardsLua is the part of completeLua, releaseLua and suspendLua that gives the
-// command's guards back: the resource lease while owner and token still hold it, and the
-// owner's endpoint slot. It expects lock, slots, owner and token to be set.
+// command's guards back: the resource lease while owner and token still hold it (unless
+// keep_lock is set), and the owner's endpoint slot. It expects lock, slots, owner and token
+// to be set.
 const releaseGuardsLua = `
-local function release_guards()
-  if lock then
+local function release_guards(keep_lock)
+  if lock and not keep_lock then
     local l = redis.call('HMGET', lock, 'owner', 'token')
     if l[1] == owner and l[2] == token then
       redis.call('DEL', lock)
@@ -105,9 +106,24 @@ if idem then
   end
 end
 if lock then
-  local l = redis.call('HMGET', lock, 'owner', 'lease')
-  if l[1] and l[1] ~= owner and (tonumber(l[2]) or 0) > now then
-    return {'guard_busy', '', '', '', '', '', '', '', '', 'resource'}
+  local l = redis.call('HMGET', lock, 'owner', 'lease', 'cmd')
+  -- A lease this command holds (an earlier owner of it suspended or stopped) is its own to
+  -- resume: the identity record above already decided that it may.
+  if l[1] and l[1] ~= owner and l[3] ~= chash then
+    local busy = (tonumber(l[2]) or 0) > now
+    if not busy and l[3] and l[3] ~= '' then
+      -- The holder's lease expired. If it may have written (it stopped without suspending,
+      -- or suspended after a dispatch), the guest stays its own until its redelivery has
+      -- confirmed the effect: another command must not change what it will read.
+      local other = string.sub(KEYS[1], 1, #KEYS[1] - #chash) .. l[3]
+      local o = redis.call('HMGET', other, 'state', 'dispatched', 'suspended')
+      if o[1] == 'running' and (o[3] ~= '1' or o[2] == '1') then
+        busy = true
+      end
+    end
+    if busy then
+      return {'guard_busy', '', '', '', '', '', '', '', '', 'resource'}
+    end
   end
 end
 if slots then
@@ -136,8 +152,8 @@ if idem then
 end
 if lock then
   redis.call('DEL', lock)
-  redis.call('HSET', lock, 'owner', owner, 'token', token, 'lease', deadline)
-  redis.call('PEXPIRE', lock, ARGV[13])
+  redis.call('HSET', lock, 'owner', owner, 'token', token, 'lease', deadline, 'cmd', chash)
+  redis.call('PEXPIRE', lock, ARGV[3])
 end
 if slots then
   redis.call('ZREMRANGEBYSCORE', slots, '-inf', ARGV[1])
@@ -158,7 +174,9 @@ const suspendLua = optLua + `
 local owner, token = ARGV[1], ARGV[2]
 local lock, slots = opt(ARGV[7]), opt(ARGV[8])
 ` + releaseGuardsLua + `
-release_guards()
+-- A command that may have written (yielded with unknown progress, or dispatched) keeps its
+-- resource lease: the claim script lets no other command take the guest until it resumed.
+release_guards(ARGV[9] == '1' or ARGV[5] == '1')
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token')
 if c[1] ~= 'running' or c[2] ~= owner or c[3] ~= token then
   return 0
@@ -203,8 +221,8 @@ local answer = 1
 if lock then
   local l = redis.call('HMGET', lock, 'owner', 'token', 'lease')
   if (l[1] == owner and l[2] == token) or not l[1] then
-    redis.call('HSET', lock, 'owner', owner, 'token', token, 'lease', deadline)
-    redis.call('PEXPIRE', lock, ARGV[10])
+    redis.call('HSET', lock, 'owner', owner, 'token', token, 'lease', deadline, 'cmd', ARGV[6])
+    redis.call('PEXPIRE', lock, ARGV[5])
   else
     answer = 2
   end
