@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxbus/proxbus/events"
 	simnetbox "github.com/proxbus/proxbus/sim/netbox"
 	simpve "github.com/proxbus/proxbus/sim/pve"
 )
@@ -32,6 +35,15 @@ type report struct {
 	// progress checkpoints and pending journal repairs.
 	redisRestarts []time.Time
 	spanning      int
+
+	// The checks of checkAnswers.
+	firstHandNot1  []string // commands without exactly one replayed:false result
+	twinReplays    int      // Idempotency-Key twins whose one answer is a replay of their twin's
+	notExecuted    []string // answered 503 "not executed" although a Proxmox write is theirs
+	notExecutedAll int      // first-hand 503 attempts_exhausted answers in all
+	mismatches     []string // answers the simulator's final state contradicts
+	decided        int      // answers the final state could judge
+	deadDone       []string // dead letters of commands that wrote or finished
 }
 
 // spans reports whether a restart of Redis happened between from and to.
@@ -207,9 +219,10 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 	rep.checkPower(powerWrites, plan, c)
 }
 
-// checkPower attributes every power write on a shared guest to the command that was running
-// on the guest then: the one with the latest "started" step at or before the write (commands
-// for one guest never run at once, so that is the command that sent it). A command with more
+// checkPower attributes every power write on a shared guest to the command that sent it: the
+// command whose step or result names the write's task (UPID), else — the answer was lost, or
+// those events — the one with the latest "started" step at or before the write (commands for one
+// guest never run at once, so that is the command that was running). A command with more
 // writes than it makes (one; two for a forced container reboot) wrote twice.
 func (rep *report) checkPower(writes []writeRec, plan []*planned, c *collected) {
 	type start struct {
@@ -228,9 +241,17 @@ func (rep *report) checkPower(writes []writeRec, plan []*planned, c *collected) 
 	for _, ss := range starts {
 		slices.SortFunc(ss, func(a, b start) int { return a.at.Compare(b.at) })
 	}
+	byID := map[string]*planned{}
+	for _, p := range plan {
+		byID[p.cmd.ID] = p
+	}
 	count := map[*planned][]time.Time{}
 	for _, w := range writes {
 		vmid, _, _ := resourceOf(w.Path)
+		if p := byID[c.upids[w.UPID]]; w.UPID != "" && p != nil && p.guest == vmid {
+			count[p] = append(count[p], w.At)
+			continue
+		}
 		var owner *planned
 		for _, s := range starts[vmid] {
 			if s.at.After(w.At) {
@@ -286,7 +307,8 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 // failed reports whether any of the zeros is not zero.
 func (rep *report) failed() bool {
-	return len(rep.lost) > 0 || len(rep.multiple) > 0 || len(rep.dupWrites) > 0 || len(rep.inProgress) > 0 || len(rep.leaks) > 0
+	return len(rep.lost) > 0 || len(rep.multiple) > 0 || len(rep.dupWrites) > 0 || len(rep.inProgress) > 0 || len(rep.leaks) > 0 ||
+		len(rep.firstHandNot1) > 0 || len(rep.notExecuted) > 0 || len(rep.mismatches) > 0 || len(rep.deadDone) > 0
 }
 
 func listSome(w io.Writer, title string, items []string) {
@@ -313,8 +335,16 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "%-44s %d (%d poison, %d duplicate publishes)\n", "published commands", rep.published, rep.poison, rep.dups)
 	listSome(w, "lost (no result, no dead letter)", rep.lost)
 	listSome(w, "more than one first-hand result", rep.multiple)
+	listSome(w, "not exactly one first-hand result", rep.firstHandNot1)
+	fmt.Fprintf(w, "%-44s %d (not counted: by contract §5 a twin's replay is its one answer)\n",
+		"  Idempotency-Key twins answered by a replay", rep.twinReplays)
+	listSome(w, "503 not executed, yet it wrote", rep.notExecuted)
+	fmt.Fprintf(w, "%-44s %d\n", "  503 attempts_exhausted answers in all", rep.notExecutedAll)
+	listSome(w, "answers contradicted by the Proxmox state", rep.mismatches)
+	fmt.Fprintf(w, "%-44s %d\n", "  answers the final state could judge", rep.decided)
 	listSome(w, "duplicate Proxmox writes", rep.dupWrites)
 	listSome(w, "journal entries still in_progress", rep.inProgress)
+	listSome(w, "dead letters of commands that wrote/finished", rep.deadDone)
 	leaks := make([]string, 0, len(rep.leaks))
 	for _, l := range rep.leaks {
 		leaks = append(leaks, l.String())
@@ -340,4 +370,409 @@ func commandOf(comments string) string {
 		return ""
 	}
 	return strings.TrimSpace(strings.SplitN(comments[i+len("- command_id: "):], "\n", 2)[0])
+}
+
+// Reasons of a 503 that says a command was not executed: it ran out of attempts (the new
+// lifecycle) or of deliveries (consumer.ReasonDeliveryAttemptsExhausted, the old one).
+var notExecutedReasons = map[string]bool{"attempts_exhausted": true, "delivery_attempts_exhausted": true}
+
+// successWords are the result words of an outcome that took effect or found it in place.
+var successWords = map[string]bool{"created": true, "already_present": true, "ok": true, "already_running": true,
+	"already_stopped": true, "already_absent": true}
+
+// succeeded reports whether r is a success: a 2xx, or a 502 that only says the terminal
+// journal update failed (contract §4 step 6: the result keeps the real outcome).
+func succeeded(r events.Result) bool {
+	if r.Status >= 200 && r.Status < 300 {
+		return true
+	}
+	return r.Reason == "netbox_journal_finalization_failed" && successWords[r.Result]
+}
+
+// failedServer reports whether r is a 5xx failure (not a success with a failed journal update).
+func failedServer(r events.Result) bool { return r.Status >= 500 && !succeeded(r) }
+
+// written is one write the PVE simulator applied (answered 200), attributed to a command.
+type written struct {
+	rec      writeRec
+	resource string
+	// effective: the write had an effect (no task, or a task that ended OK).
+	effective bool
+}
+
+func (w written) String() string {
+	return fmt.Sprintf("%s %s at %s", w.rec.Method, w.rec.Path, w.rec.At.Format("15:04:05.000"))
+}
+
+// writeResource names what a PVE write acts on, as planResource names what a command acts
+// on: "storage:<id>", "vm:<new vmid>" (every write of a provision), "snap:<vmid>/<name>",
+// "snapdel:<vmid>/<name>", "power:<vmid>"; "" for a write no command of the plan makes.
+func writeResource(r writeRec) string {
+	vmid, rest, isGuest := resourceOf(r.Path)
+	switch {
+	case r.Path == "/storage" && r.Method == http.MethodPost:
+		return "storage:" + r.Params["storage"]
+	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
+		return "vm:" + r.Params["newid"]
+	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
+		return "vm:" + r.Params["vmid"]
+	case isGuest && vmid >= firstNewVMID:
+		return "vm:" + strconv.FormatInt(vmid, 10)
+	case isGuest && rest == "snapshot" && r.Method == http.MethodPost:
+		return fmt.Sprintf("snap:%d/%s", vmid, r.Params["snapname"])
+	case isGuest && r.Method == http.MethodDelete && strings.HasPrefix(rest, "snapshot/"):
+		return fmt.Sprintf("snapdel:%d/%s", vmid, strings.TrimPrefix(rest, "snapshot/"))
+	case isGuest && strings.HasPrefix(rest, "status/"):
+		return "power:" + strconv.FormatInt(vmid, 10)
+	}
+	return ""
+}
+
+// cmdData is the part of a command's data that names its resource.
+type cmdData struct {
+	VM        json.Number `json:"vm"`
+	Snapshot  string      `json:"snapshot"`
+	Storage   string      `json:"storage"`
+	NewVMID   json.Number `json:"new_vmid"`
+	Datastore string      `json:"datastore"`
+}
+
+func parseCmdData(p *planned) (cmdData, bool) {
+	var d cmdData
+	if p.poison != nil || json.Unmarshal(p.cmd.Data, &d) != nil {
+		return d, false
+	}
+	return d, true
+}
+
+// planResource is the resource command p writes ("" for reads and poison) and the names of
+// the steps it starts right before such a write (nil: any step).
+func planResource(p *planned) (string, map[string]bool) {
+	d, ok := parseCmdData(p)
+	if !ok {
+		return "", nil
+	}
+	switch p.cmd.Verb {
+	case "storage.pbs.create":
+		return "storage:" + d.Storage, map[string]bool{"create_storage": true}
+	case "vm.provision":
+		return "vm:" + d.NewVMID.String(), nil
+	case "vm.snapshot.create":
+		return "snap:" + d.VM.String() + "/" + d.Snapshot, map[string]bool{"create_snapshot": true}
+	case "vm.snapshot.delete":
+		return "snapdel:" + d.VM.String() + "/" + d.Snapshot, map[string]bool{"delete_snapshot": true}
+	}
+	if p.guest != 0 {
+		return "power:" + strconv.FormatInt(p.guest, 10), powerSteps
+	}
+	return "", nil
+}
+
+// attribute gives every write the simulator applied to the plan command that sent it: among
+// the commands of the write's resource (a command, its Idempotency-Key twins, other commands
+// of the same storage or guest), the one whose step or result names the write's task (UPID), else
+// the one with the latest started step of that write's kind at or before the write; when none
+// had started such a step (its step event was lost), the first of them in the plan, except for
+// power writes on a shared guest, which stay unattributed (checkPower flags those). It returns
+// command id → its writes.
+func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *collected) map[string][]written {
+	byUPID := map[string]simpve.TaskInfo{}
+	for _, t := range tasks {
+		byUPID[t.UPID] = t
+	}
+	type cand struct {
+		p     *planned
+		steps map[string]bool
+	}
+	cands := map[string][]cand{}
+	for _, p := range plan {
+		if res, names := planResource(p); res != "" {
+			cands[res] = append(cands[res], cand{p, names})
+		}
+	}
+	starts := map[string][]stepLine{} // command id → its started steps
+	for _, s := range c.steps {
+		if s.Status == string(events.StepStarted) {
+			starts[s.Command] = append(starts[s.Command], s)
+		}
+	}
+	out := map[string][]written{}
+	for _, r := range recs {
+		if r.Status != http.StatusOK {
+			continue
+		}
+		res := writeResource(r)
+		cs := cands[res]
+		if len(cs) == 0 {
+			continue
+		}
+		w := written{rec: r, resource: res, effective: true}
+		if t, ok := byUPID[r.UPID]; ok && r.UPID != "" && !taskOK(t) {
+			w.effective = false
+		}
+		var owner *planned // by the task its step event names, else by the latest started step
+		for _, cd := range cs {
+			if r.UPID != "" && c.upids[r.UPID] == cd.p.cmd.ID {
+				owner = cd.p
+				break
+			}
+		}
+		if owner == nil {
+			var latest time.Time
+			for _, cd := range cs {
+				for _, s := range starts[cd.p.cmd.ID] {
+					if (cd.steps == nil || cd.steps[s.Step]) && !s.At.After(r.At) && !s.At.Before(latest) {
+						owner, latest = cd.p, s.At
+					}
+				}
+			}
+		}
+		if owner == nil && !strings.HasPrefix(res, "power:") {
+			owner = cs[0].p
+		}
+		if owner != nil {
+			out[owner.cmd.ID] = append(out[owner.cmd.ID], w)
+		}
+	}
+	return out
+}
+
+// finalState is what the Proxmox simulator holds at the end, for the resources of the plan.
+type finalState struct {
+	snapshots map[int64]map[string]bool // guest → its snapshot names
+	storages  map[string]string         // storage id → its datastore (existing storages only)
+	guests    map[int64]bool            // vmid → exists
+}
+
+// readFinalState reads the simulator's state of every guest, storage and new vmid the plan
+// names.
+func readFinalState(pve *simpve.Server, plan []*planned) finalState {
+	fs := finalState{snapshots: map[int64]map[string]bool{}, storages: map[string]string{}, guests: map[int64]bool{}}
+	for _, p := range plan {
+		d, ok := parseCmdData(p)
+		if !ok {
+			continue
+		}
+		if vm, err := d.VM.Int64(); err == nil {
+			if _, seen := fs.snapshots[vm]; !seen {
+				fs.snapshots[vm] = map[string]bool{}
+				if g, ok := pve.Guest(vm); ok {
+					for name := range g.Snapshots {
+						fs.snapshots[vm][name] = true
+					}
+				}
+			}
+		}
+		if d.Storage != "" {
+			if sc, ok := pve.StorageConfig(d.Storage); ok {
+				fs.storages[d.Storage] = sc["datastore"]
+			}
+		}
+		if vm, err := d.NewVMID.Int64(); err == nil {
+			_, fs.guests[vm] = pve.Guest(vm)
+		}
+	}
+	return fs
+}
+
+// answeredTwins reports, per command id, whether another command of the plan carries the same
+// Idempotency-Key and has a first-hand (replayed false) result: a twin whose stored result a
+// replay of this command may repeat (contract §5).
+func answeredTwins(plan []*planned, c *collected) map[string]bool {
+	firstHand := map[string][]string{} // key → ids of its commands with a first-hand result
+	for _, p := range plan {
+		k := p.cmd.IdempotencyKey
+		if k == "" {
+			continue
+		}
+		for _, r := range c.results[p.cmd.ID] {
+			if !r.res.Replayed {
+				firstHand[k] = append(firstHand[k], p.cmd.ID)
+				break
+			}
+		}
+	}
+	out := map[string]bool{}
+	for _, p := range plan {
+		k := p.cmd.IdempotencyKey
+		if k != "" && slices.ContainsFunc(firstHand[k], func(id string) bool { return id != p.cmd.ID }) {
+			out[p.cmd.ID] = true
+		}
+	}
+	return out
+}
+
+// checkAnswers runs the checks of issue "Honest outcomes under real crashes" over every
+// published command (poison included where it applies):
+//   - firstHandNot1: the events stream does not hold exactly one result with replayed false
+//     (counted as stored messages). An Idempotency-Key twin with no first-hand result and a
+//     replay, while another command with its key has a first-hand result, is counted in
+//     twinReplays instead: by contract §5 that replay of its twin's stored result is its one
+//     answer. (Twins that all have replays only are counted: someone's first answer is missing.)
+//   - notExecuted: a first-hand 503 attempts_exhausted (or delivery_attempts_exhausted),
+//     "not executed", for a command that has a Proxmox write attributed to it.
+//   - mismatches: the command's first first-hand answer contradicts the simulator's final
+//     state (see judge).
+//   - deadDone: a non-poison command has a dead letter and a Proxmox write or a 2xx/4xx result.
+func (rep *report) checkAnswers(plan []*planned, published map[string]time.Time, c *collected, attr map[string][]written, fs finalState) {
+	twins := answeredTwins(plan, c)
+	effective := map[string][]written{} // resource → every effective write, whoever sent it
+	for _, ws := range attr {
+		for _, w := range ws {
+			if w.effective {
+				effective[w.resource] = append(effective[w.resource], w)
+			}
+		}
+	}
+	for _, p := range plan {
+		id := p.cmd.ID
+		if _, ok := published[id]; !ok {
+			continue
+		}
+		rs := c.results[id]
+		var fh []resultEv
+		for _, r := range rs {
+			if !r.res.Replayed {
+				fh = append(fh, r)
+			}
+		}
+		switch {
+		case len(fh) == 1:
+		case len(fh) == 0 && len(rs) > 0 && twins[id]:
+			rep.twinReplays++
+		default:
+			item := fmt.Sprintf("%s %s: %d first-hand results, %d replays", p.cmd.Verb, id, len(fh), len(rs)-len(fh))
+			if len(c.dlq[id]) > 0 {
+				item += fmt.Sprintf(", dead letter %v", c.dlq[id])
+			}
+			rep.firstHandNot1 = append(rep.firstHandNot1, item)
+		}
+		ws := attr[id]
+		for _, r := range fh {
+			if r.res.Status == http.StatusServiceUnavailable && notExecutedReasons[r.res.Reason] {
+				rep.notExecutedAll++
+				if len(ws) > 0 {
+					rep.notExecuted = append(rep.notExecuted, fmt.Sprintf("%s %s: 503 %s, yet wrote %d: %s", p.cmd.Verb, id,
+						r.res.Reason, len(ws), ws[0]))
+				}
+				break
+			}
+		}
+		if p.poison == nil && len(c.dlq[id]) > 0 {
+			finished := ""
+			for _, r := range rs {
+				if r.res.Status >= 200 && r.res.Status < 500 {
+					finished = fmt.Sprintf("result %d %s", r.res.Status, r.res.Result)
+					break
+				}
+			}
+			if len(ws) > 0 || finished != "" {
+				rep.deadDone = append(rep.deadDone, fmt.Sprintf("%s %s: dead letter %v, %d writes, %s", p.cmd.Verb, id,
+					c.dlq[id], len(ws), cmp.Or(finished, "no 2xx/4xx result")))
+			}
+		}
+		if len(fh) == 0 {
+			continue
+		}
+		first := fh[0]
+		for _, r := range fh[1:] {
+			if r.at.Before(first.at) {
+				first = r
+			}
+		}
+		decided, wrong := judge(p, first, ws, effective, fs)
+		if decided {
+			rep.decided++
+		}
+		if wrong != "" {
+			rep.mismatches = append(rep.mismatches, fmt.Sprintf("%s %s: answered %d %s %s, but %s", p.cmd.Verb, id,
+				first.res.Status, first.res.Result, first.res.Reason, wrong))
+		}
+	}
+}
+
+// judge compares answer a of command p with what Proxmox holds (ws: the writes attributed to
+// p; effective: every effective write per resource; fs: the final state). It returns whether
+// the answer could be judged and, when it is contradicted, why. Rules:
+//   - a 4xx refusal sent no write;
+//   - a 5xx failure had no effect: no effective write of p, except where the contract allows
+//     one (vm.provision leaves a clone behind, §9 finding 6; a reboot answered
+//     proxmox_write_unconfirmed cannot be proven by reading, finding 1);
+//   - vm.snapshot.create succeeded → the snapshot exists, or a delete of it took effect;
+//   - vm.snapshot.delete succeeded → the snapshot is absent, or a create of it took effect
+//     after the answer;
+//   - storage.pbs.create created/already_present → the storage exists with p's datastore;
+//     storage_conflict → it exists with another datastore;
+//   - vm.provision succeeded → the new guest exists.
+//
+// Power successes are not judged: later commands change the guest's state.
+func judge(p *planned, a resultEv, ws []written, effective map[string][]written, fs finalState) (bool, string) {
+	res, _ := planResource(p)
+	if res == "" {
+		return false, ""
+	}
+	d, _ := parseCmdData(p)
+	r := a.res
+	switch {
+	case r.Status >= 400 && r.Status < 500:
+		if r.Reason == "storage_conflict" {
+			ds, ok := fs.storages[d.Storage]
+			switch {
+			case !ok:
+				return true, "the storage does not exist"
+			case ds == d.Datastore:
+				return true, "the storage exists with the datastore asked for"
+			}
+		}
+		if len(ws) > 0 {
+			return true, fmt.Sprintf("it wrote %d: %s", len(ws), ws[0])
+		}
+		return true, ""
+	case failedServer(r):
+		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "vm.reboot" && r.Reason == "proxmox_write_unconfirmed" {
+			return false, ""
+		}
+		for _, w := range ws {
+			if w.effective {
+				return true, "its write took effect: " + w.String()
+			}
+		}
+		return true, ""
+	case !succeeded(r):
+		return false, ""
+	}
+	vm, _ := d.VM.Int64()
+	switch p.cmd.Verb {
+	case "vm.snapshot.create":
+		if fs.snapshots[vm][d.Snapshot] || len(effective["snapdel:"+d.VM.String()+"/"+d.Snapshot]) > 0 {
+			return true, ""
+		}
+		return true, "the snapshot does not exist and no delete of it took effect"
+	case "vm.snapshot.delete":
+		if !fs.snapshots[vm][d.Snapshot] {
+			return true, ""
+		}
+		for _, w := range effective["snap:"+d.VM.String()+"/"+d.Snapshot] {
+			if w.rec.At.After(a.at) {
+				return true, ""
+			}
+		}
+		return true, "the snapshot still exists"
+	case "storage.pbs.create":
+		ds, ok := fs.storages[d.Storage]
+		switch {
+		case !ok:
+			return true, "the storage does not exist"
+		case ds != d.Datastore:
+			return true, fmt.Sprintf("the storage has datastore %q", ds)
+		}
+		return true, ""
+	case "vm.provision":
+		n, _ := d.NewVMID.Int64()
+		if !fs.guests[n] {
+			return true, "the guest does not exist"
+		}
+		return true, ""
+	}
+	return false, ""
 }

@@ -85,6 +85,7 @@ type collected struct {
 	results map[string][]resultEv  // command id → its result events
 	started map[string][]time.Time // command id → when its power steps started (status "started")
 	steps   []stepLine
+	upids   map[string]string   // Proxmox task UPID → the command whose step or result names it
 	dlq     map[string][]string // command id (ce-id) → dead-letter reasons
 	events  []rawMsg
 	dlqMsgs []rawMsg
@@ -126,14 +127,12 @@ func collect(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 			c.repairs++
 		}
 	}
+	c.upids = taskOwners(c.steps, c.results)
 	if c.dlqMsgs, err = readStream(ctx, js, subjects.DLQStream()); err != nil {
 		return nil, err
 	}
 	for _, m := range c.dlqMsgs {
-		id := m.header.Get("ce-id")
-		if id == "" {
-			id = strings.TrimSuffix(m.header.Get("Proxbus-Dlq-Msg-Id"), "-dup")
-		}
+		id := dlqCommandID(m)
 		c.dlq[id] = append(c.dlq[id], m.header.Get("Proxbus-Dlq-Reason"))
 	}
 	return c, nil
@@ -226,4 +225,84 @@ func scanFile(path, canary string) (lines int, found []leak, err error) {
 		}
 	}
 	return lines, found, nil
+}
+
+// taskOwners maps every Proxmox task UPID that a step event or a result names to its command:
+// a step names its command's task; a first-hand result names its own command's tasks; a replay
+// without an Idempotency-Key repeats its own record and names them too, unless a step or a
+// first-hand result claimed them (a replay with a key may repeat its twin's output: skipped).
+func taskOwners(steps []stepLine, results map[string][]resultEv) map[string]string {
+	out := map[string]string{}
+	for _, s := range steps {
+		if s.UPID != "" {
+			out[s.UPID] = s.Command
+		}
+	}
+	ownReplays := map[string]string{}
+	for id, rs := range results {
+		for _, r := range rs {
+			for _, upid := range upidsIn(r.res.Output) {
+				switch {
+				case !r.res.Replayed:
+					out[upid] = id
+				case r.res.IdempotencyKey == "":
+					ownReplays[upid] = id
+				}
+			}
+		}
+	}
+	for upid, id := range ownReplays {
+		if _, ok := out[upid]; !ok {
+			out[upid] = id
+		}
+	}
+	return out
+}
+
+// upidsIn returns every Proxmox task UPID in a result's output (e.g. the power verbs'
+// "upids", vm.provision's "clone_upid"), at any depth.
+func upidsIn(output json.RawMessage) []string {
+	var v any
+	if len(output) == 0 || json.Unmarshal(output, &v) != nil {
+		return nil
+	}
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if strings.HasPrefix(x, "UPID:") {
+				out = append(out, x)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}
+
+// dlqCommandID is the id of the command a dead letter copies: its ce-id header (binary mode),
+// else its original Nats-Msg-Id (the soak's duplicates add "-dup"), else the "id" of a JSON
+// body (structured mode; the CloudEvents SDK sends no header at all).
+func dlqCommandID(m rawMsg) string {
+	if id := m.header.Get("ce-id"); id != "" {
+		return id
+	}
+	if id := m.header.Get("Proxbus-Dlq-Msg-Id"); id != "" {
+		return strings.TrimSuffix(id, "-dup")
+	}
+	var body struct {
+		ID string `json:"id"`
+	}
+	if json.Unmarshal(m.data, &body) == nil {
+		return body.ID
+	}
+	return ""
 }

@@ -35,6 +35,7 @@ type planLine struct {
 	ID, Verb, Key, Poison string
 	Data                  json.RawMessage `json:",omitempty"`
 	Dup                   bool
+	Producer              string // natsgo, sdk-binary or sdk-structured
 }
 
 type resultLine struct {
@@ -47,7 +48,7 @@ type resultLine struct {
 func dumpAll(dir string, plan []*planned, c *collected, writes []writeRec, tasks []simpve.TaskInfo, entries []simnetbox.Entry) error {
 	lines := make([]planLine, 0, len(plan))
 	for _, p := range plan {
-		l := planLine{ID: p.cmd.ID, Verb: p.cmd.Verb, Key: p.cmd.IdempotencyKey, Dup: p.dup}
+		l := planLine{ID: p.cmd.ID, Verb: p.cmd.Verb, Key: p.cmd.IdempotencyKey, Dup: p.dup, Producer: p.producerName()}
 		if json.Valid(p.cmd.Data) {
 			l.Data = p.cmd.Data
 		}

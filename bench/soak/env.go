@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	simnetbox "github.com/proxbus/proxbus/sim/netbox"
@@ -27,9 +28,9 @@ const (
 // env is everything the soak runs: the child processes and the in-process simulators.
 type env struct {
 	dir       string
-	natsPort  int
 	redisPort int
-	nats      *proc
+	// natsNodes are the NATS servers: one, or the three peers of the cluster (--cluster).
+	natsNodes []*natsNode
 	redis     *proc
 	replicas  []*proc
 	pve       *simpve.Server
@@ -39,7 +40,16 @@ type env struct {
 	serveErr  chan error
 }
 
-func (e *env) natsURL() string  { return "nats://127.0.0.1:" + strconv.Itoa(e.natsPort) }
+// natsURL is every NATS server's client URL, comma-separated (as nats.Connect and
+// PROXBUS_NATS_URL take a server list).
+func (e *env) natsURL() string {
+	urls := make([]string, len(e.natsNodes))
+	for i, n := range e.natsNodes {
+		urls[i] = n.url()
+	}
+	return strings.Join(urls, ",")
+}
+
 func (e *env) redisURL() string { return "redis://127.0.0.1:" + strconv.Itoa(e.redisPort) + "/0" }
 
 // serveSim serves h (behind the fault middleware) on a free loopback port; the server is
@@ -61,22 +71,24 @@ func (e *env) serveSim(h http.Handler) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
-// startEnv starts NATS, Redis, both simulators and the replicas.
+// startEnv starts NATS (one server, or with cfg.cluster three routed peers), Redis and both
+// simulators, and prepares the replicas ([env.startReplicas] starts them).
 func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 	e := &env{dir: dir, faults: &faults{}, serveErr: make(chan error, 2)}
 	proxbusBin, natsBin, err := buildBinaries(ctx, dir)
 	if err != nil {
 		return e, err
 	}
-	if e.natsPort, err = freePort(); err != nil {
+	attempts, err := attemptsFlag(ctx, proxbusBin)
+	if err != nil {
+		return e, err
+	}
+	if e.natsNodes, err = newNATSNodes(natsBin, dir, cfg.cluster); err != nil {
 		return e, err
 	}
 	if e.redisPort, err = freePort(); err != nil {
 		return e, err
 	}
-	storeDir := filepath.Join(dir, "jetstream")
-	e.nats = &proc{name: "nats-server", path: natsBin, logPath: filepath.Join(dir, "nats.log"),
-		args: []string{"-js", "-a", "127.0.0.1", "-p", strconv.Itoa(e.natsPort), "-sd", storeDir}}
 	// Redis as operators should run it: with an append-only file synced on every write, so a
 	// restart is an outage, not a loss (--redis-ephemeral shows the loss).
 	redisArgs := []string{"--port", strconv.Itoa(e.redisPort), "--bind", "127.0.0.1", "--save", "", "--dir", dir,
@@ -85,15 +97,22 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 		redisArgs = []string{"--port", strconv.Itoa(e.redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
 	}
 	e.redis = &proc{name: "redis-server", path: cfg.redisBin, logPath: filepath.Join(dir, "redis.log"), args: redisArgs}
-	for _, p := range []struct {
+	type service struct {
 		p    *proc
 		port int
-	}{{e.nats, e.natsPort}, {e.redis, e.redisPort}} {
-		if err := p.p.start(); err != nil {
+	}
+	services := []service{{e.redis, e.redisPort}}
+	for _, n := range e.natsNodes {
+		services = append(services, service{n.proc, n.port})
+	}
+	for _, s := range services { // every peer first, then wait: a peer waits for its routes
+		if err := s.p.start(); err != nil {
 			return e, err
 		}
-		if err := waitPort(ctx, p.port, 15*time.Second); err != nil {
-			return e, fmt.Errorf("%s: %w", p.p.name, err)
+	}
+	for _, s := range services {
+		if err := waitPort(ctx, s.port, 15*time.Second); err != nil {
+			return e, fmt.Errorf("%s: %w", s.p.name, err)
 		}
 	}
 
@@ -124,18 +143,26 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 		name := fmt.Sprintf("soak-r%d", i+1)
 		args := []string{"serve", "--instance", name, "--concurrency", strconv.Itoa(cfg.concurrency),
 			"--lease-ttl", cfg.leaseTTL.String(), "--ack-wait", cfg.ackWait.String(),
-			"--max-deliver", strconv.Itoa(cfg.maxDeliver)}
+			attempts, strconv.Itoa(cfg.maxAttempts)}
 		if cfg.maxAckPending > 0 {
 			args = append(args, "--max-ack-pending", strconv.Itoa(cfg.maxAckPending))
 		}
+		if cfg.cluster {
+			args = append(args, "--stream-replicas", "3")
+		}
 		e.replicas = append(e.replicas, &proc{name: name, path: proxbusBin, logPath: filepath.Join(dir, name+".log"), env: base, args: args})
 	}
-	for _, r := range e.replicas {
+	return e, nil
+}
+
+// startReplicas starts the proxbus replicas replicas[from:to].
+func (e *env) startReplicas(from, to int) error {
+	for _, r := range e.replicas[from:to] {
 		if err := r.start(); err != nil {
-			return e, err
+			return err
 		}
 	}
-	return e, nil
+	return nil
 }
 
 // close stops every process and simulator.
@@ -143,8 +170,8 @@ func (e *env) close() {
 	for _, r := range e.replicas {
 		_ = r.stop(10 * time.Second)
 	}
-	if e.nats != nil {
-		_ = e.nats.stop(5 * time.Second)
+	for _, n := range e.natsNodes {
+		_ = n.proc.stop(5 * time.Second)
 	}
 	if e.redis != nil {
 		_ = e.redis.stop(5 * time.Second)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/proxbus/proxbus/events"
 )
@@ -17,6 +18,17 @@ type planned struct {
 	guest int64
 	ops   int
 	dup   bool // publish it a second time (same id, new Nats-Msg-Id)
+	// producer is who publishes it (producerNATSGo, producerSDKBinary, producerSDKStructured);
+	// poison is always published with nats.go.
+	producer string
+}
+
+// producerName is p's producer ("natsgo" when none was drawn).
+func (p *planned) producerName() string {
+	if p.producer == "" || p.poison != nil {
+		return producerNATSGo
+	}
+	return p.producer
 }
 
 // poison is a broken message: subject and headers as published, and the body.
@@ -27,14 +39,20 @@ type poison struct {
 	body    []byte
 }
 
+// powerGuest is a demo guest the power verbs act on.
+type powerGuest struct {
+	vmid int64
+	lxc  bool
+}
+
 // Guests of the demo cluster the soak shares between many commands (contract §10).
 var (
-	powerGuests = []struct {
-		vmid int64
-		lxc  bool
-	}{{100, false}, {101, false}, {102, false}, {105, false}, {200, true}, {201, true}, {202, true}}
-	snapGuests = []int64{100, 102, 200, 202}
-	powerVerbs = []string{"vm.start", "vm.stop", "vm.reboot", "vm.suspend", "vm.resume"}
+	powerGuests = []powerGuest{{100, false}, {101, false}, {102, false}, {105, false}, {200, true}, {201, true}, {202, true}}
+	snapGuests  = []int64{100, 102, 200, 202}
+	powerVerbs  = []string{"vm.start", "vm.stop", "vm.reboot", "vm.suspend", "vm.resume"}
+	// hotGuests are the two guests the --hot-share of the load acts on (a VM and a
+	// container), so that commands queue for a busy guest's lease.
+	hotGuests = []int64{100, 200}
 )
 
 const (
@@ -65,6 +83,13 @@ type generator struct {
 	// reuseSpan is how many commands back an Idempotency-Key may be reused: well inside the
 	// 60 s window, so that a reuse is a replay and not a legitimate re-execution.
 	reuseSpan int
+	// hotShare is the share of commands drawn as power and snapshot commands on hotGuests
+	// (0: none; no random draw is made for it, so a single-mode plan is unchanged).
+	hotShare float64
+	// producers are drawn from uniformly with prnd (its own stream, so the choice of
+	// producers does not change the commands); one producer means no draw.
+	producers []string
+	prnd      *rand.Rand
 }
 
 type snapRef struct {
@@ -74,7 +99,16 @@ type snapRef struct {
 
 func newGenerator(seed uint64, run, canary string, reuseSpan int) *generator {
 	return &generator{rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), run: run, canary: canary, vmid: firstNewVMID,
-		reuseSpan: max(reuseSpan, 1)}
+		reuseSpan: max(reuseSpan, 1), producers: []string{producerNATSGo}, prnd: rand.New(rand.NewPCG(seed^0x9d0c, seed))}
+}
+
+// withLoad sets the hot-guest share and the producers (nil: nats.go only) and returns g.
+func (g *generator) withLoad(hotShare float64, producers []string) *generator {
+	g.hotShare = hotShare
+	if len(producers) > 0 {
+		g.producers = producers
+	}
+	return g
 }
 
 // recentGroups are the groups whose key may still be reused.
@@ -114,6 +148,8 @@ func (g *generator) next() *planned {
 		}
 		p.cmd = g.command(id, gr.verb, data, gr.key)
 		p.guest, p.ops = guestOps(gr.verb, data)
+	case g.hotShare > 0 && g.rnd.Float64() < g.hotShare:
+		g.hot(id, p)
 	case r < 0.45:
 		p.cmd, p.guest, p.ops = g.power(id)
 	case r < 0.55:
@@ -134,7 +170,26 @@ func (g *generator) next() *planned {
 		p.cmd = g.provision(id)
 	}
 	p.dup = g.rnd.Float64() < 0.05
+	p.producer = g.producers[0]
+	if len(g.producers) > 1 {
+		p.producer = g.producers[g.prnd.IntN(len(g.producers))]
+	}
 	return p
+}
+
+// hot fills p with a command on one of the hot guests: a power verb (70%), a snapshot create
+// (20%) or the delete of a snapshot made on a hot guest (10%, a create when there is none).
+func (g *generator) hot(id string, p *planned) {
+	vm := hotGuests[g.rnd.IntN(len(hotGuests))]
+	switch r := g.rnd.Float64(); {
+	case r < 0.70:
+		i := slices.IndexFunc(powerGuests, func(pg powerGuest) bool { return pg.vmid == vm })
+		p.cmd, p.guest, p.ops = g.powerOn(id, powerGuests[i])
+	case r < 0.90:
+		p.cmd = g.snapshotCreateOn(id, vm)
+	default:
+		p.cmd = g.snapshotDeleteOf(id, func(s snapRef) bool { return slices.Contains(hotGuests, s.vmid) })
+	}
 }
 
 func (g *generator) command(id, verb, data, key string) events.Command {
@@ -153,7 +208,11 @@ func (g *generator) maybeGroup(verb, data, alt string) string {
 }
 
 func (g *generator) power(id string) (events.Command, int64, int) {
-	gst := powerGuests[g.rnd.IntN(len(powerGuests))]
+	return g.powerOn(id, powerGuests[g.rnd.IntN(len(powerGuests))])
+}
+
+// powerOn is a random power verb on gst, with force half of the time where it applies.
+func (g *generator) powerOn(id string, gst powerGuest) (events.Command, int64, int) {
 	verb := powerVerbs[g.rnd.IntN(len(powerVerbs))]
 	data := fmt.Sprintf(`{"vm":%d}`, gst.vmid)
 	if (verb == "vm.stop" || verb == "vm.reboot") && g.rnd.Float64() < 0.5 {
@@ -190,7 +249,11 @@ func guestOps(verb, data string) (int64, int) {
 }
 
 func (g *generator) snapshotCreate(id string) events.Command {
-	vm := snapGuests[g.rnd.IntN(len(snapGuests))]
+	return g.snapshotCreateOn(id, snapGuests[g.rnd.IntN(len(snapGuests))])
+}
+
+// snapshotCreateOn creates a snapshot with a name of its own on vm.
+func (g *generator) snapshotCreateOn(id string, vm int64) events.Command {
 	name := fmt.Sprintf("soak%ss%d", g.run, g.n)
 	g.snaps = append(g.snaps, snapRef{vm, name})
 	data := fmt.Sprintf(`{"vm":%d,"snapshot":%q,"description":"soak"}`, vm, name)
@@ -199,10 +262,25 @@ func (g *generator) snapshotCreate(id string) events.Command {
 }
 
 func (g *generator) snapshotDelete(id string) events.Command {
-	if len(g.snaps) == 0 {
+	return g.snapshotDeleteOf(id, nil)
+}
+
+// snapshotDeleteOf deletes a snapshot created earlier in the plan, one that ok accepts (nil:
+// any); with none, it creates one instead (on a guest ok accepts).
+func (g *generator) snapshotDeleteOf(id string, ok func(snapRef) bool) events.Command {
+	var cand []int
+	for i, s := range g.snaps {
+		if ok == nil || ok(s) {
+			cand = append(cand, i)
+		}
+	}
+	if len(cand) == 0 {
+		if ok != nil {
+			return g.snapshotCreateOn(id, hotGuests[g.rnd.IntN(len(hotGuests))])
+		}
 		return g.snapshotCreate(id)
 	}
-	i := g.rnd.IntN(len(g.snaps))
+	i := cand[g.rnd.IntN(len(cand))]
 	s := g.snaps[i]
 	g.snaps = append(g.snaps[:i], g.snaps[i+1:]...) // each snapshot is deleted by one command (and its key replays)
 	data := fmt.Sprintf(`{"vm":%d,"snapshot":%q}`, s.vmid, s.name)
@@ -261,4 +339,19 @@ func (g *generator) poison(id string) *poison {
 		base["ce-type"] = "proxbus.vm.stop"
 		return &poison{kind: "type_mismatch", subject: "vm.start", header: base, body: secretBody}
 	}
+}
+
+// onHotGuest reports whether p is a power or snapshot command on one of the hot guests.
+func (p *planned) onHotGuest() bool {
+	switch p.cmd.Verb {
+	case "vm.snapshot.create", "vm.snapshot.delete":
+	default:
+		if p.guest == 0 {
+			return false
+		}
+	}
+	var d struct {
+		VM int64 `json:"vm"`
+	}
+	return p.poison == nil && json.Unmarshal(p.cmd.Data, &d) == nil && slices.Contains(hotGuests, d.VM)
 }

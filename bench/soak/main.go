@@ -2,11 +2,19 @@
 // `proxbus serve` replicas as real processes, the Proxmox and NetBox simulators in process,
 // publishes a mixed load of commands while it kills and restarts replicas, restarts NATS and
 // Redis, fails NetBox PATCHes, loses Proxmox answers and adds latency spikes, and then checks
-// that nothing was lost, no Proxmox write happened twice, no journal entry stayed
-// in_progress and no secret leaked. It prints the figures and exits 1 when any of those
-// zeros is not zero (2 when the soak itself could not run).
+// that nothing was lost, every command has exactly one first-hand answer and that answer is
+// true to the Proxmox simulator's state, no Proxmox write happened twice, no journal entry
+// stayed in_progress, nothing that wrote or finished was dead-lettered and no secret leaked.
+// It prints the figures and exits 1 when any of those zeros is not zero (2 when the soak
+// itself could not run).
 //
-// Run it from the repository root: go run ./bench/soak [--short] [--commands N] …
+// With --cluster NATS is a JetStream cluster of three nats-server processes (streams R3) and
+// the NATS fault is a SIGKILL of the leader of PROXBUS_COMMANDS, of PROXBUS_EVENTS and of the
+// JetStream meta layer during the load (--cluster-kills); commands come from three producers
+// (nats.go binary mode, and the CloudEvents Go SDK's JetStream binding in binary and in
+// structured mode), and a share of them (--hot-share) acts on two guests only.
+//
+// Run it from the repository root: go run ./bench/soak [--short] [--cluster] [--commands N] …
 package main
 
 import (
@@ -19,6 +27,8 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -35,35 +45,58 @@ type config struct {
 	maxAckPending int
 	leaseTTL      time.Duration
 	ackWait       time.Duration
-	maxDeliver    int
-	killEvery     time.Duration
-	restartAfter  time.Duration
-	faultList     string
-	quiet         time.Duration
-	settle        time.Duration
-	repairWait    time.Duration
-	taskDuration  time.Duration
-	logLevel      string
-	keep          bool
-	redisBin      string
+	// maxAttempts is passed to every replica as --max-attempts, or as --max-deliver to a
+	// proxbus that predates the attempt count (see attemptsFlag).
+	maxAttempts  int
+	killEvery    time.Duration
+	restartAfter time.Duration
+	faultList    string
+	quiet        time.Duration
+	settle       time.Duration
+	repairWait   time.Duration
+	taskDuration time.Duration
+	logLevel     string
+	keep         bool
+	redisBin     string
 	// redisEphemeral runs Redis without persistence, so its restart loses every record.
 	redisEphemeral bool
+
+	// cluster runs three routed nats-server peers and R3 streams instead of one server.
+	cluster bool
+	// kills is the cluster-mode leader-kill schedule (--cluster-kills); serverDown how long
+	// a killed peer stays down before it is restarted on its ports and store directory.
+	kills      []plannedKill
+	serverDown time.Duration
+	// producers are the publishers the load is spread over, in the order named (see
+	// producerNames); hotShare is the share of the load drawn on the two hot guests.
+	producers []string
+	hotShare  float64
 }
+
+// Defaults that depend on the mode (--cluster) and on --short, unless the flag is given.
+const (
+	defaultCommands, defaultShortCommands               = 2000, 300
+	defaultClusterCommands, defaultClusterShortCommands = 450, 150
+	defaultRate, defaultClusterRate                     = 8, 6
+	defaultHotShare                                     = 0.25
+	defaultClusterKills                                 = "commands@0.2,events@0.45,meta@0.7"
+)
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.IntVar(&c.commands, "commands", 2000, "commands to publish")
-	fs.BoolVar(&c.short, "short", false, "CI run: 300 commands (unless --commands is given)")
-	fs.Float64Var(&c.rate, "rate", 8, "commands published per second")
+	fs.IntVar(&c.commands, "commands", defaultCommands, "commands to publish (--cluster: 450)")
+	fs.BoolVar(&c.short, "short", false, "CI run: 300 commands, --cluster 150 (unless --commands is given)")
+	fs.Float64Var(&c.rate, "rate", defaultRate, "commands published per second (--cluster: 6)")
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the load generator")
 	fs.IntVar(&c.replicas, "replicas", 3, "proxbus serve replicas")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "--concurrency of each replica")
 	fs.IntVar(&c.maxAckPending, "max-ack-pending", 0, "--max-ack-pending of each replica (0: --concurrency; replicas × concurrency lets each replica hold messages ahead of its workers)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 3*time.Second, "--lease-ttl of each replica")
 	fs.DurationVar(&c.ackWait, "ack-wait", 4*time.Second, "--ack-wait of each replica")
-	fs.IntVar(&c.maxDeliver, "max-deliver", 8, "--max-deliver of each replica")
+	fs.IntVar(&c.maxAttempts, "max-attempts", 8, "--max-attempts of each replica (--max-deliver where proxbus has no --max-attempts)")
+	fs.IntVar(&c.maxAttempts, "max-deliver", 8, "the old name of --max-attempts")
 	fs.DurationVar(&c.killEvery, "kill-every", 5*time.Second, "SIGKILL a random replica this often")
 	fs.DurationVar(&c.restartAfter, "restart-after", time.Second, "restart a killed replica after this")
 	fs.StringVar(&c.faultList, "faults", "kill,nats,redis,netbox,lost,latency", "faults to inject (comma-separated)")
@@ -74,18 +107,56 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.logLevel, "log-level", "debug", "replicas' log level (debug logs more places a secret could leak)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, store) after the run")
 	fs.BoolVar(&c.redisEphemeral, "redis-ephemeral", false, "run Redis without persistence (its restart loses the records: see docs/reliability.md)")
+	fs.BoolVar(&c.cluster, "cluster", false, "NATS as a three-server JetStream cluster (streams R3); the NATS fault kills leaders")
+	killList := fs.String("cluster-kills", defaultClusterKills, "--cluster: leaders to SIGKILL, role@fraction of the publishing period (roles commands, events, meta)")
+	fs.DurationVar(&c.serverDown, "server-down", 3*time.Second, "--cluster: how long a killed NATS server stays down")
+	producerList := fs.String("producers", "", "publishers of the load, comma-separated: "+strings.Join(producerNames, ", ")+
+		" (default nats.go only; --cluster: all three)")
+	fs.Float64Var(&c.hotShare, "hot-share", 0, "share of the load drawn as power and snapshot commands on the two hot guests (--cluster: 0.25)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
-	if c.short {
-		explicit := false
-		fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "commands" })
-		if !explicit {
-			c.commands = 300
+	explicit := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { explicit[f.Name] = true })
+	if !explicit["commands"] {
+		switch {
+		case c.cluster && c.short:
+			c.commands = defaultClusterShortCommands
+		case c.cluster:
+			c.commands = defaultClusterCommands
+		case c.short:
+			c.commands = defaultShortCommands
 		}
+	}
+	if c.cluster && !explicit["rate"] {
+		c.rate = defaultClusterRate
+	}
+	if c.cluster && !explicit["hot-share"] {
+		c.hotShare = defaultHotShare
 	}
 	if c.commands <= 0 || c.rate <= 0 || c.replicas <= 0 {
 		return c, fmt.Errorf("commands, rate and replicas must be positive")
+	}
+	if c.hotShare < 0 || c.hotShare > 0.8 {
+		return c, fmt.Errorf("--hot-share must be in [0, 0.8]")
+	}
+	var err error
+	if c.kills, err = parseKillSchedule(*killList); err != nil {
+		return c, err
+	}
+	switch {
+	case *producerList != "":
+		c.producers = strings.Split(*producerList, ",")
+	case c.cluster:
+		c.producers = slices.Clone(producerNames)
+	default:
+		c.producers = slices.Clone(producerNames[:1])
+	}
+	for i, p := range c.producers {
+		c.producers[i] = strings.TrimSpace(p)
+		if !slices.Contains(producerNames, c.producers[i]) {
+			return c, fmt.Errorf("--producers: unknown producer %q (want %s)", p, strings.Join(producerNames, ", "))
+		}
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {

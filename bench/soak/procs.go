@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -29,6 +30,20 @@ func buildBinaries(ctx context.Context, dir string) (proxbus, natsServer string,
 		}
 	}
 	return proxbus, natsServer, nil
+}
+
+// attemptsFlag is the flag of `proxbus serve` that bounds a command's failed attempts:
+// --max-attempts, or on a proxbus that predates it --max-deliver (the consumer's MaxDeliver).
+// It reads the flags from `proxbus serve -h`.
+func attemptsFlag(ctx context.Context, proxbus string) (string, error) {
+	out, _ := exec.CommandContext(ctx, proxbus, "serve", "-h").CombinedOutput() // -h may exit non-zero
+	switch {
+	case strings.Contains(string(out), "-max-attempts"):
+		return "--max-attempts", nil
+	case strings.Contains(string(out), "-max-deliver"):
+		return "--max-deliver", nil
+	}
+	return "", fmt.Errorf("proxbus serve -h names neither --max-attempts nor --max-deliver")
 }
 
 // freePort returns a TCP port on 127.0.0.1 that was free a moment ago.

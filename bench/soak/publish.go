@@ -13,16 +13,50 @@ import (
 	"github.com/proxbus/proxbus/events"
 )
 
-// publisher publishes the plan at a steady rate, retrying while NATS is down, and schedules
-// the duplicate publishes.
+// publishDeadline bounds how long one message is retried (NATS down, a leader election)
+// before the soak gives up on the run.
+const publishDeadline = 90 * time.Second
+
+// publisher publishes the plan at a steady rate, each message by its planned producer,
+// retrying while NATS is down, and schedules the duplicate publishes.
 type publisher struct {
 	js       jetstream.JetStream
 	subjects events.Subjects
+	sdk      *sdkSenders // nil when no command is planned for an SDK producer
 
 	mu        sync.Mutex
 	published map[string]time.Time // command id → first successful publish
 	dups      int
 	retries   int
+	// sdkRetries counts the SDK sends that were repeated after an error: the SDK sets no
+	// Nats-Msg-Id, so a repeat of a send whose acknowledgement was lost is stored twice and
+	// proxbus sees the command twice (a same-id duplicate it must answer by replay).
+	sdkRetries int
+	byProducer map[string]int // messages first published, per producer
+}
+
+// newPublisher returns a publisher of plan; when the plan uses an SDK producer it makes
+// the SDK's senders for every subject the plan uses.
+func newPublisher(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, s events.Subjects, plan []*planned) (*publisher, error) {
+	pb := &publisher{js: js, subjects: s, published: map[string]time.Time{}, byProducer: map[string]int{}}
+	var subjects []string
+	seen := map[string]bool{}
+	for _, p := range plan {
+		if p.poison != nil || p.producer == producerNATSGo || seen[p.cmd.Verb] {
+			continue
+		}
+		seen[p.cmd.Verb] = true
+		subjects = append(subjects, s.Command(p.cmd.Verb))
+	}
+	if len(subjects) == 0 {
+		return pb, nil
+	}
+	sdk, err := newSDKSenders(ctx, nc, s.CommandsStream(), subjects)
+	if err != nil {
+		return nil, err
+	}
+	pb.sdk = sdk
+	return pb, nil
 }
 
 // message encodes p (or its duplicate, with a new Nats-Msg-Id) for publishing.
@@ -47,26 +81,45 @@ func (pb *publisher) message(p *planned, dup bool) (*nats.Msg, error) {
 	return msg, nil
 }
 
-// publishOne publishes until the stream acknowledges it or ctx ends.
+// publishOne publishes p (poison always with nats.go) until the stream acknowledges it,
+// ctx ends or publishDeadline passes.
 func (pb *publisher) publishOne(ctx context.Context, p *planned, dup bool) error {
-	msg, err := pb.message(p, dup)
-	if err != nil {
-		return err
+	var send func() error
+	sdk := p.producerName() != producerNATSGo
+	switch {
+	case sdk && pb.sdk == nil:
+		return fmt.Errorf("publish %s: no cloudevents sdk senders", p.cmd.ID)
+	case sdk:
+		subject, structured := pb.subjects.Command(p.cmd.Verb), p.producer == producerSDKStructured
+		send = func() error { return pb.sdk.send(ctx, subject, p.cmd, structured) }
+	default:
+		msg, err := pb.message(p, dup)
+		if err != nil {
+			return err
+		}
+		send = func() error {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := pb.js.PublishMsg(pctx, msg)
+			return err
+		}
 	}
+	deadline := time.Now().Add(publishDeadline)
 	for {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := pb.js.PublishMsg(pctx, msg)
-		cancel()
+		err := send()
 		if err == nil {
 			break
 		}
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || time.Now().After(deadline) {
 			return fmt.Errorf("publish %s: %w", p.cmd.ID, err)
 		}
 		pb.mu.Lock()
 		pb.retries++
+		if sdk {
+			pb.sdkRetries++
+		}
 		pb.mu.Unlock()
-		time.Sleep(200 * time.Millisecond)
+		sleepCtx(ctx, 200*time.Millisecond)
 	}
 	pb.mu.Lock()
 	defer pb.mu.Unlock()
@@ -74,6 +127,7 @@ func (pb *publisher) publishOne(ctx context.Context, p *planned, dup bool) error
 		pb.dups++
 	} else if _, ok := pb.published[p.cmd.ID]; !ok {
 		pb.published[p.cmd.ID] = time.Now()
+		pb.byProducer[p.producerName()]++
 	}
 	return nil
 }
@@ -91,7 +145,7 @@ func (pb *publisher) run(ctx context.Context, plan []*planned, rate float64, pro
 	flush := func(all bool) error {
 		for len(dups) > 0 && (all || time.Now().After(dups[0].at)) {
 			if all {
-				time.Sleep(time.Until(dups[0].at))
+				sleepCtx(ctx, time.Until(dups[0].at))
 			}
 			if err := pb.publishOne(ctx, dups[0].p, true); err != nil {
 				return err
