@@ -30,8 +30,9 @@ type VMListInput struct {
 	Node string `json:"node,omitempty"`
 }
 
-// vmView is one entry of vm.list's output (contract §9).
-type vmView struct {
+// VMListEntry is one entry of vm.list's output (contract §9): `{vms: [VMListEntry…]}`,
+// ordered numerically by vmid. Consumers of the result decode it with this type.
+type VMListEntry struct {
 	VMID     string `json:"vmid"`
 	Name     string `json:"name"`
 	Node     string `json:"node"`
@@ -63,10 +64,10 @@ func VMList() Verb {
 	}
 }
 
-func vmViews(guests []proxmox.GuestSummary) []vmView {
-	out := make([]vmView, len(guests))
+func vmViews(guests []proxmox.GuestSummary) []VMListEntry {
+	out := make([]VMListEntry, len(guests))
 	for i, g := range guests {
-		out[i] = vmView{VMID: strconv.FormatInt(g.VMID, 10), Name: g.Name, Node: g.Node, Type: string(g.Type),
+		out[i] = VMListEntry{VMID: strconv.FormatInt(g.VMID, 10), Name: g.Name, Node: g.Node, Type: string(g.Type),
 			Status: g.Status, VCPUs: g.VCPUs, MemoryMB: g.MemoryMB, UptimeS: g.UptimeS, Template: g.Template}
 	}
 	return out

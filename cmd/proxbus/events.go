@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
 )
 
@@ -94,18 +95,6 @@ func writeEventText(w io.Writer, subject string, ev events.Received) error {
 // vmListVerb is the verb whose result text mode shows as a table.
 const vmListVerb = "vm.list"
 
-// vmRow is one guest of vm.list's output (contract §9) as the table reads it.
-type vmRow struct {
-	VMID     string `json:"vmid"`
-	Name     string `json:"name"`
-	Node     string `json:"node"`
-	Type     string `json:"type"`
-	Status   string `json:"status"`
-	VCPUs    int    `json:"vcpus"`
-	MemoryMB int64  `json:"memory_mb"`
-	Template bool   `json:"template"`
-}
-
 // writeResultTable prints a successful vm.list result's guests as a table (VMID, NAME, NODE,
 // TYPE, STATUS, VCPUS, MEMORY; a template's status reads "template"); any other result, or
 // an output it cannot read, prints nothing.
@@ -114,7 +103,7 @@ func writeResultTable(w io.Writer, r events.Result) error {
 		return nil
 	}
 	var out struct {
-		VMs []vmRow `json:"vms"`
+		VMs []handlers.VMListEntry `json:"vms"`
 	}
 	if json.Unmarshal(r.Output, &out) != nil {
 		return nil

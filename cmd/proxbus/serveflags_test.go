@@ -1,25 +1,17 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/testenv"
 )
 
 // TestServeFlagsReachTheConfig pins that serve's scaling, HTTP and ingress flags (and their
@@ -65,7 +57,7 @@ func TestServeFlagsReachTheConfig(t *testing.T) {
 func TestServeHTTPTLSFlags(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	cert, key := writeTestCert(t, dir)
+	cert, key := testCert(t, dir)
 	missing := filepath.Join(dir, "absent.pem")
 	tests := []struct {
 		name    string
@@ -126,32 +118,9 @@ func TestServeHTTPTLSFlags(t *testing.T) {
 	}
 }
 
-// writeTestCert writes a self-signed certificate and its key (mode 0600) to dir.
-func writeTestCert(t *testing.T, dir string) (certFile, keyFile string) {
+// testCert writes a self-signed certificate named "proxbus flag test" and its key to dir.
+func testCert(t *testing.T, dir string) (certFile, keyFile string) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "proxbus flag test"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	certFile, keyFile, _ = testenv.SelfSignedCert(t, dir, "proxbus flag test")
 	return certFile, keyFile
 }

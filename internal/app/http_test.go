@@ -2,19 +2,11 @@ package app
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -23,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/proxbus/proxbus/internal/testenv"
 )
 
 func TestReadyHandler(t *testing.T) {
@@ -80,52 +74,11 @@ func TestHealthHandler(t *testing.T) {
 	}
 }
 
-// writeSelfSigned writes a self-signed ECDSA certificate for 127.0.0.1 and its key to dir,
-// the key with mode 0600; it returns both paths and the certificate as a pool.
-func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "proxbus test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(leaf)
-	return certFile, keyFile, pool
-}
-
 // TestHTTPServesTLS: with a certificate, /healthz answers over TLS (HTTP/1.1 and HTTP/2) and
 // a plain HTTP request on the same port is refused with 400 and served nothing.
 func TestHTTPServesTLS(t *testing.T) {
 	t.Parallel()
-	certFile, keyFile, pool := writeSelfSigned(t, t.TempDir())
+	certFile, keyFile, pool := testenv.SelfSignedCert(t, t.TempDir(), "proxbus test")
 	tlsCfg, err := HTTPTLS(certFile, keyFile, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
@@ -177,8 +130,8 @@ func TestHTTPServesTLS(t *testing.T) {
 func TestHTTPTLSConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	certFile, keyFile, _ := writeSelfSigned(t, dir)
-	otherCert, _, _ := writeSelfSigned(t, t.TempDir())
+	certFile, keyFile, _ := testenv.SelfSignedCert(t, dir, "proxbus test")
+	otherCert, _, _ := testenv.SelfSignedCert(t, t.TempDir(), "proxbus test")
 	garbage := filepath.Join(dir, "garbage.pem")
 	if err := os.WriteFile(garbage, []byte("not a pem secret-canary"), 0o600); err != nil {
 		t.Fatal(err)
