@@ -22,23 +22,47 @@ type rawMsg struct {
 	data    []byte
 }
 
-// readStream returns every message the stream holds now, oldest first.
+// readStream returns every message the stream holds now, oldest first. Right after a cluster
+// server's restart an ordered consumer may deliver nothing for a while, so a read that comes
+// back short of the stream's message count is repeated, for up to 30 s.
 func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]rawMsg, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, want, err := readStreamOnce(ctx, js, name)
+		if err == nil && uint64(len(out)) >= want {
+			return out, nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			if err == nil {
+				err = fmt.Errorf("stream %s: read %d of its %d messages", name, len(out), want)
+			}
+			return out, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// readStreamOnce reads the stream once with an ordered consumer; it returns what it read and
+// how many messages the stream said it held.
+func readStreamOnce(ctx context.Context, js jetstream.JetStream, name string) ([]rawMsg, uint64, error) {
 	st, err := js.Stream(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", name, err)
+		return nil, 0, fmt.Errorf("stream %s: %w", name, err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", name, err)
+		return nil, 0, fmt.Errorf("stream %s: %w", name, err)
 	}
 	last := info.State.LastSeq
 	if info.State.Msgs == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	c, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return nil, fmt.Errorf("stream %s: %w", name, err)
+		return nil, 0, fmt.Errorf("stream %s: %w", name, err)
 	}
 	var out []rawMsg
 	var seen uint64
@@ -46,7 +70,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]raw
 		want := min(uint64(1000), last-seen)
 		batch, err := c.Fetch(int(want), jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
-			return out, fmt.Errorf("stream %s: %w", name, err)
+			return out, info.State.Msgs, fmt.Errorf("stream %s: %w", name, err)
 		}
 		n := 0
 		var seq uint64
@@ -59,7 +83,7 @@ func readStream(ctx context.Context, js jetstream.JetStream, name string) ([]raw
 			}
 		}
 		if seq >= last || n == 0 {
-			return out, nil
+			return out, info.State.Msgs, nil
 		}
 	}
 }
