@@ -6,26 +6,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--short" ]]; then
-	go test -run '^$' -bench . -benchtime 1x ./bench/pipeline ./bench/startup ./bench/peer
-	go run ./bench/throughput -short
-	go run ./bench/timeline -short
-	go run ./bench/latency -short
-	go run ./bench/slow -short
+	go -C bench test -run '^$' -bench . -benchtime 1x ./pipeline ./startup ./peer
+	go -C bench run ./throughput -short
+	go -C bench run ./timeline -short
+	go -C bench run ./latency -short
+	go -C bench run ./slow -short
 	exit 0
 fi
 out="${1:-bench-results}"
 mkdir -p "$out"
 { uname -a; nproc; grep -m1 'model name' /proc/cpuinfo || true; go version; uptime; } >"$out/machine.txt"
-go run ./bench/throughput -n 1500 -rounds 8 -c 1,8,64 | tee "$out/throughput.md"
-go run ./bench/timeline -n 1000 -rounds 4 | tee "$out/timeline.md"
-go run ./bench/latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
-go run ./bench/slow | tee "$out/slow.md"
-go test -run '^$' -bench Startup -benchtime 10x ./bench/startup | tee "$out/startup.txt"
-go test -run '^$' -bench 'Process|Emit|Decode|Prepare|Fingerprint' -benchmem -count 3 ./consumer ./events ./proxmox ./handlers | tee "$out/micro.txt"
-go run ./bench/throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"
+go -C bench run ./throughput -n 1500 -rounds 8 -c 1,8,64 | tee "$out/throughput.md"
+go -C bench run ./timeline -n 1000 -rounds 4 | tee "$out/timeline.md"
+go -C bench run ./latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
+go -C bench run ./slow | tee "$out/slow.md"
+go -C bench test -run '^$' -bench Startup -benchtime 10x ./startup | tee "$out/startup.txt"
+go test -run '^$' -bench 'Emit|Decode|Prepare|Fingerprint|Published' -benchmem -count 3 ./events ./internal/proxmox ./internal/handlers ./internal/metrics | tee "$out/micro.txt"
+go -C bench run ./throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"
 # Peer: 12 rounds, each running every implementation at c=1 and c=8 once, in alternating
 # order, so that a drift of the machine's speed falls on all alike.
-go test -c -o "$out/peer.test" ./bench/peer
+go -C bench test -c -o "$out/peer.test" ./peer
 for round in $(seq 12); do
 	impls=(proxbus watermill watermill-nodecode rawiterator rawconsume)
 	((round % 2)) || impls=(rawconsume rawiterator watermill-nodecode watermill proxbus)

@@ -16,9 +16,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // waitLimit bounds every wait below. It is a safety net against a hung test, not a timed

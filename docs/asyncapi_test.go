@@ -18,10 +18,10 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/handlers"
-	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
 // asyncAPIDoc is docs/asyncapi.yaml decoded as plain YAML.

@@ -12,10 +12,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/consumer"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 	"github.com/proxbus/proxbus/internal/testenv"
-	simpve "github.com/proxbus/proxbus/sim/pve"
 )
 
 // Issue 7, clustered broker: proxbus on a three-server JetStream cluster with R3 streams keeps

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/proxmox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // guestCommand builds a command of any verb for endpoint 1.

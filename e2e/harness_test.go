@@ -19,12 +19,12 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/embedded"
+	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
+	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/testenv"
-	"github.com/proxbus/proxbus/netbox"
-	"github.com/proxbus/proxbus/proxmox"
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
-	"github.com/proxbus/proxbus/store"
 )
 
 // canary is the password every test sends; it must never appear in anything proxbus emits.

@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/ingress"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/ingress"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/store"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
 func mustEncode(t *testing.T, e *env, cmd events.Command) *nats.Msg {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
 // TestGateRefusals pins contract §4 step 1: refusals before decoding, 403 with the reason, and

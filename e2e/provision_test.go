@@ -13,8 +13,8 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/proxmox"
-	"github.com/proxbus/proxbus/sim/nodeshell"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/sim/nodeshell"
 )
 
 // provisionOut is vm.provision's output as a subscriber reads it.

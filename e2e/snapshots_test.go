@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/proxbus/proxbus/events"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // TestSnapshotOutcomesDecidedByRead pins contract §9's snapshot outcomes that one read of the

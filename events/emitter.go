@@ -9,7 +9,7 @@ import (
 	"github.com/cloudevents/sdk-go/v2/event"
 	"github.com/nats-io/nats.go"
 
-	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/internal/redact"
 )
 
 // Origin identifies the command an event belongs to. TraceParent, when set, is carried into

@@ -5,7 +5,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/internal/redact"
 )
 
 // hasSecretKey reports whether the JSON document doc has a secret-named member

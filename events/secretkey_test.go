@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/internal/redact"
 )
 
 // hasSecretKeyByDecoding is the reference hasSecretKey must agree with: the document decoded

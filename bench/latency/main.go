@@ -9,8 +9,8 @@
 // p99 by milliseconds: in one long window per mode it lands on one of them, in interleaved
 // rounds on both alike. The p99 each round added is printed too.
 //
-//	go run ./bench/latency                 # -c 8 -d 20s -rounds 4
-//	go run ./bench/latency -short          # CI: a second per point
+//	go -C bench run ./latency                 # -c 8 -d 20s -rounds 4
+//	go -C bench run ./latency -short          # CI: a second per point
 package main
 
 import (

@@ -13,7 +13,7 @@
 // Consume callbacks (rawconsume, Watermill's). A run ends when the work-queue stream is empty,
 // which every implementation reaches only by acknowledging every message.
 //
-//	go test -run '^$' -bench Peer -benchtime 10000x -count 6 ./bench/peer | tee peer.txt
+//	go -C bench test -run '^$' -bench Peer -benchtime 10000x -count 6 ./peer | tee peer.txt
 //	go run golang.org/x/perf/cmd/benchstat@latest -col /impl peer.txt
 //
 // bash bench/run.sh runs it in interleaved rounds instead (-count runs every sample of one
@@ -36,8 +36,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/bench/internal/harness"
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // impl starts a consumer of the proxbus durable with at most c messages in flight and

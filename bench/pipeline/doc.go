@@ -4,5 +4,5 @@
 // HTTP operations per command, and through a raw JetStream fetch+ack loop, at concurrency 1, 8
 // and 64. TestRequestParity checks that the baseline does per command what proxbus does.
 //
-//	go test -run '^$' -bench Throughput -benchtime 2000x -count 5 ./bench/pipeline
+//	go -C bench test -run '^$' -bench Throughput -benchtime 2000x -count 5 ./pipeline
 package pipeline

@@ -5,8 +5,8 @@
 // 1000/200 × 2 s, the process's RSS and Go heap (before, peak during, after), the
 // redeliveries the durable consumer counted (an ack timeout is a redelivery) and the results.
 //
-//	go run ./bench/slow                      # 1000 commands, -c 200, 2 s tasks
-//	go run ./bench/slow -short               # CI: 40 commands, -c 20, 300 ms tasks
+//	go -C bench run ./slow                      # 1000 commands, -c 200, 2 s tasks
+//	go -C bench run ./slow -short               # CI: 40 commands, -c 20, 300 ms tasks
 package main
 
 import (
@@ -23,7 +23,7 @@ import (
 
 	"github.com/proxbus/proxbus/bench/internal/harness"
 	"github.com/proxbus/proxbus/events"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 func main() {

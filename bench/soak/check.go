@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // report is the soak's verdict.

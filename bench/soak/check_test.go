@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // TestResourceOf pins how a PVE guest path is split into vmid and the rest.

@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // dumpJSONL writes one JSON line per item to dir/name (for investigating a failed run; the

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // Demo credentials of the simulators (contract §10).

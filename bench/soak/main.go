@@ -14,7 +14,7 @@
 // (nats.go binary mode, and the CloudEvents Go SDK's JetStream binding in binary and in
 // structured mode), and a share of them (--hot-share) acts on two guests only.
 //
-// Run it from the repository root: go run ./bench/soak [--short] [--cluster] [--commands N] …
+// go -C bench run ./soak [--short] [--cluster] [--commands N] …
 package main
 
 import (

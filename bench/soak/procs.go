@@ -20,7 +20,7 @@ func buildBinaries(ctx context.Context, dir string) (proxbus, natsServer string,
 	proxbus = filepath.Join(dir, "proxbus")
 	natsServer = filepath.Join(dir, "nats-server")
 	for _, b := range []struct{ out, pkg string }{
-		{proxbus, "./cmd/proxbus"},
+		{proxbus, "github.com/proxbus/proxbus/cmd/proxbus"},
 		{natsServer, "github.com/nats-io/nats-server/v2"},
 	} {
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)

@@ -9,7 +9,7 @@
 //
 // ns/op is the time to ready. The binary is built once per benchmark, outside the timing.
 //
-//	go test -run '^$' -bench Startup -benchtime 20x ./bench/startup
+//	go -C bench test -run '^$' -bench Startup -benchtime 20x ./startup
 package startup
 
 import (

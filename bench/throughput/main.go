@@ -10,9 +10,9 @@
 // exhaust the ephemeral ports of the next. It then counts one pass of proxbus and of the
 // baseline through a counting Redis proxy and prints both request counts.
 //
-//	go run ./bench/throughput                 # -n 2000 -rounds 5 -c 1,8,64
-//	go run ./bench/throughput -short          # CI: a few commands, one round
-//	go run ./bench/throughput -cpuprofile cpu.out -memprofile mem.out -only proxbus -c 8
+//	go -C bench run ./throughput                 # -n 2000 -rounds 5 -c 1,8,64
+//	go -C bench run ./throughput -short          # CI: a few commands, one round
+//	go -C bench run ./throughput -cpuprofile cpu.out -memprofile mem.out -only proxbus -c 8
 package main
 
 import (

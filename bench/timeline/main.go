@@ -7,8 +7,8 @@
 // seen from outside the runner, so both are measured alike (the Redis proxy adds a hop to
 // every Redis command of both).
 //
-//	go run ./bench/timeline                  # -n 1000 -rounds 2
-//	go run ./bench/timeline -short           # CI: a few commands, one round
+//	go -C bench run ./timeline                  # -n 1000 -rounds 2
+//	go -C bench run ./timeline -short           # CI: a few commands, one round
 package main
 
 import (

@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // dlqUsage is the dlq subcommands' synopsis.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proxbus/proxbus/store"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
 // cmdJournal lists the terminal journal updates still waiting to be applied (contract §6):

@@ -6,8 +6,8 @@ import (
 	"io"
 	"log/slog"
 
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // cmdSim runs one simulator on its own until interrupted.

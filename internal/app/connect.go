@@ -20,7 +20,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/proxbus/proxbus/redact"
+	"github.com/proxbus/proxbus/internal/redact"
 )
 
 // Security holds the transport-security settings of the connections to NATS, Redis and

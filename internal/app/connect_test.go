@@ -30,8 +30,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/netbox"
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
+	"github.com/proxbus/proxbus/internal/netbox"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 )
 
 // canary is the password used wherever a secret is needed; no error or log may contain it.

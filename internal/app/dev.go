@@ -17,9 +17,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/proxbus/proxbus/internal/embedded"
-	"github.com/proxbus/proxbus/proxmox"
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // Demo credentials accepted by the simulators' demo scenario (contract §10).

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/proxbus/proxbus/ingress"
+	"github.com/proxbus/proxbus/internal/ingress"
 )
 
 // Ingress configures the HTTP fronts that turn requests into commands (docs/ingress.md). Each

@@ -18,15 +18,15 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/metrics"
+	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/redact"
+	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/tracing"
-	"github.com/proxbus/proxbus/netbox"
-	"github.com/proxbus/proxbus/proxmox"
-	"github.com/proxbus/proxbus/redact"
-	"github.com/proxbus/proxbus/store"
 )
 
 // Config is everything `proxbus serve` can be told (contract §10). Zero values take the

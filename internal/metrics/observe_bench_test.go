@@ -8,8 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // BenchmarkPublished measures the publish hook on what the pipeline publishes: a step event

@@ -19,8 +19,8 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/embedded"
-	simnetbox "github.com/proxbus/proxbus/sim/netbox"
-	simpve "github.com/proxbus/proxbus/sim/pve"
+	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // ErrNoRedis is returned (wrapped) by [Start] when Redis cannot be reached: benchmarks need a

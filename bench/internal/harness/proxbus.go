@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/proxmox"
+	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
 const pveSecretVariable = "BENCH_PVE_SECRET"

@@ -1,0 +1,189 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/proxmox"
+)
+
+// Result words (contract §9).
+const (
+	ResultCreated        = "created"
+	ResultAlreadyPresent = "already_present"
+	ResultAlreadyAbsent  = "already_absent"
+	ResultOK             = "ok"
+	ResultFailed         = "failed"
+	ResultRefused        = "refused"
+)
+
+// Reasons: the machine-readable error codes of contract §4–§9.
+const (
+	ReasonEndpointIDRequired       = "endpoint_id_required"
+	ReasonEndpointNotFound         = "endpoint_not_found"
+	ReasonEndpointWritesDisabled   = "endpoint_writes_disabled"
+	ReasonNetBoxUnavailable        = "netbox_unavailable"
+	ReasonInvalidBody              = "invalid_body"
+	ReasonInvalidCommand           = "invalid_command"
+	ReasonIdempotencyKeyReused     = "idempotency_key_reused"
+	ReasonJournalUnavailable       = "netbox_journal_unavailable"
+	ReasonJournalFinalization      = "netbox_journal_finalization_failed"
+	ReasonProxmoxRefused           = "proxmox_refused"
+	ReasonProxmoxUnreachable       = "proxmox_unreachable"
+	ReasonStorageConflict          = "storage_conflict"
+	ReasonProxmoxCreateUnconfirmed = "proxmox_create_unconfirmed"
+	ReasonStoreUnavailable         = "store_unavailable"
+	ReasonVMNotFound               = "vm_not_found"
+	ReasonVMAmbiguous              = "vm_ambiguous"
+	ReasonVMNotRunning             = "vm_not_running"
+	ReasonUnsupportedForContainer  = "unsupported_for_container"
+	ReasonReservedSnapshotName     = "reserved_snapshot_name"
+	ReasonSnapshotConflict         = "snapshot_conflict"
+	ReasonSnapshotNotFound         = "snapshot_not_found"
+	ReasonTaskFailed               = "task_failed"
+	ReasonConfigReadFailed         = "config_read_failed"
+	ReasonExtraNetworksLocked      = "extra_networks_locked"
+	ReasonTargetStorageUnavailable = "target_storage_unavailable"
+	ReasonStorageLookupFailed      = "storage_lookup_failed"
+	ReasonRelocateDiskFailed       = "relocate_disk_failed"
+	ReasonProxmoxWriteUnconfirmed  = "proxmox_write_unconfirmed"
+	ReasonAttemptsExhausted        = "attempts_exhausted"
+)
+
+// unconfirmedWrite is the outcome of a resumed command whose earlier attempt may have sent a
+// write that cannot be confirmed by reading: it is never sent a second time.
+func unconfirmedWrite() Outcome {
+	return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxWriteUnconfirmed,
+		Detail: "an earlier attempt of this command may have sent the write and stopped; it is not sent twice"}
+}
+
+// errExtraNetworksLocked refuses extra NICs when the cloud network is enforced.
+var errExtraNetworksLocked = errors.New("extra_networks are locked by enforce_cloud_network")
+
+// fieldError is a field that is well-formed but refused against Proxmox's state (a bridge that
+// does not exist on the node): 422 invalid_body naming the field.
+type fieldError struct{ field string }
+
+func (e fieldError) Error() string { return "invalid " + e.field }
+
+// Result words of guest power verbs.
+const (
+	ResultAlreadyRunning = "already_running"
+	ResultAlreadyStopped = "already_stopped"
+)
+
+// Outcome is what a verb (or the pipeline) concluded. Status carries HTTP semantics.
+type Outcome struct {
+	Status        int
+	Result        string
+	Reason        string
+	Detail        string
+	Fields        []string
+	ProxmoxStatus int
+	// UPID is the Proxmox task of the write, recorded in the journal.
+	UPID string
+	// Output is the verb's own payload, marshalled into the result's output.
+	Output any
+}
+
+// journalKind is the NetBox journal kind for a terminal outcome (contract §6).
+func (o Outcome) journalKind() netbox.Kind {
+	switch {
+	case o.Status == 201:
+		return netbox.KindSuccess
+	case o.Status < 400:
+		return netbox.KindInfo
+	default:
+		return netbox.KindWarning
+	}
+}
+
+// errTransient marks a failure that happened before any write and may succeed after a wait.
+var errTransient = errors.New("transient failure before any write")
+
+// errInternal marks a failure of proxbus itself (a panic, an unencodable result): a failed
+// attempt.
+var errInternal = errors.New("internal error")
+
+// classify maps an error of a verb's Locate, Dispatch or Confirm to an outcome, or says that it
+// is not an outcome: a dependency was unavailable (the command waits), or the attempt failed.
+func classify(err error) (Outcome, failure) {
+	var apiErr *proxmox.APIError
+	var taskErr *proxmox.TaskError
+	refused := func(status int, reason string) (Outcome, failure) {
+		return Outcome{Status: status, Result: ResultRefused, Reason: reason}, final
+	}
+	var fieldErr fieldError
+	switch {
+	case errors.As(err, &fieldErr):
+		return *invalidBody([]string{fieldErr.field}, ""), final
+	case errors.Is(err, errExtraNetworksLocked):
+		return refused(422, ReasonExtraNetworksLocked)
+	case errors.Is(err, proxmox.ErrVMNotFound):
+		out, f := refused(404, ReasonVMNotFound)
+		out.Detail = guestLookupDetail(err)
+		return out, f
+	case errors.Is(err, proxmox.ErrVMAmbiguous):
+		out, f := refused(409, ReasonVMAmbiguous)
+		out.Detail = guestLookupDetail(err)
+		return out, f
+	case errors.Is(err, proxmox.ErrVMNotRunning):
+		return refused(409, ReasonVMNotRunning)
+	case errors.Is(err, proxmox.ErrUnsupportedForContainer):
+		return refused(409, ReasonUnsupportedForContainer)
+	case errors.Is(err, proxmox.ErrReservedSnapshotName):
+		return refused(422, ReasonReservedSnapshotName)
+	case errors.Is(err, proxmox.ErrBadConfig):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()}, final
+	case errors.As(err, &taskErr):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID,
+			Detail: "task exit status: " + taskErr.ExitStatus}, final
+	case errors.As(err, &apiErr) && !proxmox.IsTransient(err):
+		return Outcome{
+			Status: 502, Result: ResultFailed, Reason: ReasonProxmoxRefused,
+			ProxmoxStatus: apiErr.Status, Fields: apiErr.ParamNames(), Detail: apiErr.Message,
+		}, final
+	case errors.Is(err, errTransient), proxmox.IsTransient(err), errors.Is(err, proxmox.ErrUnreachable),
+		errors.Is(err, context.DeadlineExceeded):
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, unavailable
+	default:
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, attemptFailed
+	}
+}
+
+// verbFailure maps an error to the outcome a verb reports for it after its write began (a later
+// step of a multi-step verb): the error's outcome whatever its class.
+func verbFailure(err error) Outcome {
+	out, _ := classify(err)
+	return out
+}
+
+// guestLookupDetail is the detail of vm_not_found and vm_ambiguous when err is a failed guest
+// lookup: where it looked (the endpoint's cluster resources, by vmid or exact name, the nodes
+// listing guests) or the candidates a name matched (vmid, type, node), so the producer can
+// address one by vmid. Only names, vmids and node names appear. Other errors give "".
+func guestLookupDetail(err error) string {
+	var le *proxmox.GuestLookupError
+	if !errors.As(err, &le) {
+		return ""
+	}
+	if len(le.Candidates) > 1 {
+		parts := make([]string, len(le.Candidates))
+		for i, g := range le.Candidates {
+			parts[i] = fmt.Sprintf("%d (%s on %s)", g.VMID, g.Type, g.Node)
+		}
+		return fmt.Sprintf("name %q matches %d guests: %s; address one by vmid", le.Ref, len(le.Candidates), strings.Join(parts, ", "))
+	}
+	what := fmt.Sprintf("no guest named %q (names match exactly)", le.Ref)
+	if le.ByVMID {
+		what = "no guest with vmid " + le.Ref
+	}
+	if le.Guests == 0 {
+		return what + " in the endpoint's cluster resources (/cluster/resources?type=vm lists no VM or container)"
+	}
+	return fmt.Sprintf("%s in the endpoint's cluster resources (/cluster/resources?type=vm: %d VMs and containers on nodes %s)",
+		what, le.Guests, strings.Join(le.Nodes, ", "))
+}

@@ -1,0 +1,192 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/store"
+)
+
+// Publisher publishes a prepared event and returns once the stream has stored it. ev is the
+// value m was built from (an events.Step, events.Result or events.JournalRepaired), for
+// observers of the publication that would otherwise decode m.
+type Publisher interface {
+	PublishEvent(ctx context.Context, m *nats.Msg, ev any) error
+}
+
+// EndpointLookup answers the gate's question about a ProxmoxEndpoint (a cache in front of NetBox).
+type EndpointLookup interface {
+	Endpoint(ctx context.Context, id int64) (netbox.Endpoint, error)
+}
+
+// JournalWriter writes and finds NetBox journal entries and finds the NetBox VM a guest's entries
+// go on.
+type JournalWriter interface {
+	CreateJournalEntry(ctx context.Context, e netbox.JournalEntry) (netbox.JournalRef, error)
+	UpdateJournalEntry(ctx context.Context, id int64, kind netbox.Kind, comments string) error
+	VMsByProxmoxID(ctx context.Context, vmid int64) ([]netbox.VM, error)
+	// FindJournalEntry finds a command's write-ahead entry on an object: the newest entry
+	// whose command_id bullet is commandID, or an error wrapping netbox.ErrNotFound. A crashed
+	// command is resumed from it.
+	FindJournalEntry(ctx context.Context, objectType string, objectID int64, commandID string) (netbox.JournalRef, error)
+}
+
+// ProxmoxClients returns the Proxmox client of an endpoint from the endpoints file.
+type ProxmoxClients interface {
+	Get(id int64) (*proxmox.Client, bool)
+}
+
+// History reads back what the events stream already holds of a command, so that a later
+// delivery continues where an earlier one stopped.
+type History interface {
+	// LastStep returns the newest step event of the command whose event ref is ref; false
+	// when it has none.
+	LastStep(ctx context.Context, ref string) (events.Step, bool, error)
+	// HasResult reports whether the events stream holds a result event of the command whose
+	// event ref is ref.
+	HasResult(ctx context.Context, ref string) (bool, error)
+}
+
+// Config wires a [Pipeline]. Every dependency is required except where a default is given.
+type Config struct {
+	Registry  *Registry
+	Store     *store.Store
+	Endpoints EndpointLookup
+	Journal   JournalWriter
+	Proxmox   ProxmoxClients
+	Publisher Publisher
+	History   History
+	Emitter   events.Emitter
+	// Instance names this process in lease owners and logs.
+	Instance string
+	Logger   *slog.Logger
+	// JournalRetries is how often a failed terminal journal update is retried (default 2).
+	JournalRetries int
+	// JournalRetryDelay is the pause before each retry (default 200ms).
+	JournalRetryDelay time.Duration
+	// BusyDelay is how long a command waits before it looks again at a busy guest or node, a
+	// full endpoint or a twin in flight (default 1s).
+	BusyDelay time.Duration
+	// MaxWait bounds the growing pause of a command waiting for an unreachable dependency, and
+	// of one whose attempt failed (default 30s).
+	MaxWait time.Duration
+	// MaxAttempts is how many failed attempts a command may have before it is answered 503
+	// attempts_exhausted and dead-lettered, provided it sent no write (default 5). Waiting
+	// spends no attempt.
+	MaxAttempts int
+	// ConfirmFor is how long a verb's Confirm looks for an interrupted write's effect whose task
+	// may still run before it answers that the write cannot be confirmed (default 30s).
+	ConfirmFor time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Pipeline executes commands. It is safe for concurrent use by the consumer's workers.
+type Pipeline struct{ cfg Config }
+
+// ErrMisconfigured is returned by [New] when a required dependency is missing.
+var ErrMisconfigured = errors.New("handlers: missing dependency")
+
+// New checks cfg and fills in defaults.
+func New(cfg Config) (*Pipeline, error) {
+	switch {
+	case cfg.Registry == nil:
+		return nil, fmt.Errorf("%w: Registry", ErrMisconfigured)
+	case cfg.Store == nil:
+		return nil, fmt.Errorf("%w: Store", ErrMisconfigured)
+	case cfg.Endpoints == nil:
+		return nil, fmt.Errorf("%w: Endpoints", ErrMisconfigured)
+	case cfg.Journal == nil:
+		return nil, fmt.Errorf("%w: Journal", ErrMisconfigured)
+	case cfg.Proxmox == nil:
+		return nil, fmt.Errorf("%w: Proxmox", ErrMisconfigured)
+	case cfg.Publisher == nil:
+		return nil, fmt.Errorf("%w: Publisher", ErrMisconfigured)
+	case cfg.History == nil:
+		return nil, fmt.Errorf("%w: History", ErrMisconfigured)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Instance == "" {
+		cfg.Instance = "proxbus"
+	}
+	if cfg.JournalRetries == 0 {
+		cfg.JournalRetries = 2
+	}
+	if cfg.JournalRetryDelay == 0 {
+		cfg.JournalRetryDelay = 200 * time.Millisecond
+	}
+	if cfg.BusyDelay <= 0 {
+		cfg.BusyDelay = DefaultBusyDelay
+	}
+	if cfg.MaxWait <= 0 {
+		cfg.MaxWait = DefaultMaxWait
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.ConfirmFor <= 0 {
+		cfg.ConfirmFor = DefaultConfirmFor
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pipeline{cfg: cfg}, nil
+}
+
+// Defaults of [Config].
+const (
+	DefaultMaxAttempts = 5
+	DefaultBusyDelay   = time.Second
+	DefaultMaxWait     = 30 * time.Second
+	DefaultConfirmFor  = 30 * time.Second
+)
+
+// Handle runs one delivery of a command through the pipeline and says what to do with the
+// message. It publishes the command's result before it answers Ack or DeadLetter. A command
+// that waits (contract §4: a busy guest or endpoint, a twin in flight, a dependency down before
+// any write) is answered Redeliver without spending an attempt; a failed attempt is counted in
+// the store and, after MaxAttempts, answered 503 attempts_exhausted and DeadLetter, but only
+// when no write may have been sent: a command that may have written is resumed and confirmed
+// by reading instead. ctx is cancelled when the process starts to drain: a command that has
+// reached the write-ahead journal entry is completed regardless (contract §4, cancellation).
+func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Delivery) (disp events.Disposition) {
+	r := &run{
+		p:        p,
+		cmd:      cmd,
+		delivery: d,
+		attempt:  1,
+		origin:   events.OriginOf(cmd),
+		log:      p.cfg.Logger.With("command_id", cmd.ID, "command_source", cmd.Source, "verb", cmd.Verb, "delivery", d.Number),
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			r.log.Error("pipeline panicked", "panic", fmt.Sprint(v))
+			disp = r.failed(context.WithoutCancel(ctx), "panic", fmt.Errorf("internal error: %v", v))
+		}
+	}()
+	if d.Number > 1 {
+		if disp, ok := r.recall(ctx); !ok {
+			return disp
+		}
+	}
+	verb, ok := p.cfg.Registry.Lookup(cmd.Verb)
+	if !ok {
+		r.log.Warn("unknown verb")
+		if disp := r.answer(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal); disp.Action != events.Ack {
+			return disp
+		}
+		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
+	}
+	r.verb = verb
+	return r.handle(ctx)
+}

@@ -1,0 +1,148 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/store"
+)
+
+// record is what the store keeps for a finished command: its result, and the verb's real
+// outcome before a journal failure turned the status into 502 (restored once repaired).
+type record struct {
+	Result     events.Result    `json:"result"`
+	Owner      store.CommandKey `json:"owner"`
+	RealStatus int              `json:"real_status"`
+	RealReason string           `json:"real_reason,omitempty"`
+}
+
+// result builds the result event payload for an outcome (contract §3), secrets scrubbed.
+func (r *run) result(out Outcome, journal journalState) events.Result {
+	res := events.Result{
+		CommandID:        r.cmd.ID,
+		CommandSource:    r.cmd.Source,
+		Verb:             r.cmd.Verb,
+		Status:           out.Status,
+		Result:           out.Result,
+		Reason:           out.Reason,
+		Detail:           r.scrub(out.Detail),
+		Fields:           out.Fields,
+		ProxmoxStatus:    out.ProxmoxStatus,
+		JournalEntryURL:  journal.url,
+		JournalFinalized: journal.finalized,
+		IdempotencyKey:   r.cmd.IdempotencyKey,
+	}
+	if r.cmd.HasEndpointID {
+		id := r.cmd.EndpointID
+		res.EndpointID = &id
+	}
+	if out.Output != nil {
+		if raw, err := json.Marshal(out.Output); err == nil {
+			res.Output = []byte(r.scrub(string(raw)))
+		}
+	}
+	if journal.url != "" && !journal.finalized {
+		res.Status = 502
+		res.Reason = ReasonJournalFinalization
+	}
+	return res
+}
+
+// answer publishes the result of an outcome that is not stored and says Ack; when the result
+// cannot be published the command waits (it is acked only after its result).
+func (r *run) answer(ctx context.Context, out Outcome, journal journalState) events.Disposition {
+	return r.publishResult(ctx, r.result(out, journal))
+}
+
+// publishResult publishes res and answers Ack once the stream has stored it. A publication
+// that fails (the stream unreachable, a leader election) is tried again a few times; then the
+// command waits and its next delivery publishes the stored result, first-hand while the
+// events stream does not hold it.
+func (r *run) publishResult(ctx context.Context, res events.Result) events.Disposition {
+	res, msg, err := r.p.cfg.Emitter.Result(r.origin, res)
+	if err != nil {
+		r.log.Error("result not encodable", "err", err)
+		return r.failed(ctx, "encode", fmt.Errorf("%w: %w", errInternal, err))
+	}
+	for i := range publishTries {
+		if i > 0 {
+			time.Sleep(publishPause << (i - 1))
+		}
+		if err = r.p.cfg.Publisher.PublishEvent(ctx, msg, res); err == nil {
+			return events.Disposition{Action: events.Ack}
+		}
+		r.log.Warn("result not published", "try", i+1, "err", err)
+	}
+	return r.redeliver(r.waitDelay())
+}
+
+// publishTries and publishPause bound how long a result's publication is retried within one
+// delivery (0.25 + 0.5 + 1 + 2 s between four tries after the first).
+const (
+	publishTries = 5
+	publishPause = 250 * time.Millisecond
+)
+
+// replay answers a command whose outcome is stored. The command's own outcome is published
+// first-hand (replayed: false) while the events stream holds no result of it — its first
+// publication was not confirmed — and as a replay (replayed: true) once it does; an outcome
+// stored from an Idempotency-Key twin is always a replay (contract §5). When the stored
+// outcome's journal update is still pending, the replay repairs it first, without another
+// Proxmox write (contract §6).
+func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		r.log.Error("stored result unreadable", "err", err)
+		return r.failed(ctx, "replay", fmt.Errorf("%w: stored result unreadable: %w", errInternal, err))
+	}
+	if !rec.Result.JournalFinalized && rec.Result.JournalEntryURL != "" {
+		rec = r.repairByReplay(context.WithoutCancel(ctx), rec)
+	}
+	replayed := true
+	if rec.Owner == r.key() {
+		published, err := r.p.cfg.History.HasResult(ctx, r.cmd.Ref())
+		if err != nil {
+			r.log.Warn("events stream: the command's result cannot be looked up; waiting", "err", err)
+			return r.redeliver(r.waitDelay())
+		}
+		replayed = published
+	}
+	res := rec.Result
+	res.CommandID, res.CommandSource, res.Verb = r.cmd.ID, r.cmd.Source, r.cmd.Verb
+	res.IdempotencyKey = r.cmd.IdempotencyKey
+	res.Replayed = replayed
+	if replayed {
+		r.log.Info("replaying stored result", "status", res.Status, "result", res.Result)
+	} else {
+		r.log.Info("publishing the stored result first-hand: its first publication was not confirmed", "status", res.Status, "result", res.Result)
+	}
+	return r.publishResult(ctx, res)
+}
+
+// repairByReplay applies a pending terminal journal update during a replay (contract §6) and
+// returns the record as it stands afterwards.
+func (r *run) repairByReplay(ctx context.Context, rec record) record {
+	rep, err := r.p.cfg.Store.Repair(ctx, rec.Owner)
+	if errors.Is(err, store.ErrNotFound) {
+		// Repaired meanwhile by the repairer: the stored record is fresher than ours.
+		if fresh, ok := r.p.storedRecord(ctx, rec.Owner); ok {
+			return fresh
+		}
+		return rec
+	}
+	if err != nil {
+		r.log.Warn("store: pending repair unreadable", "err", err)
+		return rec
+	}
+	repaired, err := r.p.repairJournal(ctx, rep, "replay", r.cmd.TraceParent)
+	if err != nil {
+		r.log.Warn("journal: repair by replay failed; still pending", "err", err)
+		return rec
+	}
+	r.log.Info("journal entry repaired by replay", "journal_entry_url", rep.JournalURL)
+	return repaired
+}

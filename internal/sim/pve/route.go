@@ -1,0 +1,336 @@
+package simpve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/proxbus/proxbus/internal/proxmox"
+)
+
+// call is one authenticated, routed request.
+type call struct {
+	r       *http.Request
+	use     proxmox.APIUse
+	path    string     // concrete API path, "/storage/pbs1"
+	params  url.Values // query and body parameters
+	tokenID string
+	token   token
+}
+
+// endpoint is the simulator's implementation of one API method.
+type endpoint struct {
+	// perm returns the ACL path and privilege the method requires; priv "" means any
+	// authenticated token may call it.
+	perm func(c *call) (acl, priv string)
+	// fn answers the call; it runs with Server.mu held and may change the state.
+	fn func(c *call) answer
+}
+
+// endpoints maps "METHOD /schema/path" to its implementation.
+func (s *Server) endpoints() map[string]endpoint {
+	anyone := func(*call) (string, string) { return "", "" }
+	m := map[string]endpoint{
+		"GET /version":           {perm: anyone, fn: s.getVersion},
+		"GET /nodes":             {perm: anyone, fn: s.getNodes},
+		"GET /cluster/resources": {perm: anyone, fn: s.getClusterResources},
+		"GET /storage":           {perm: anyone, fn: s.getStorages},
+		"GET /storage/{storage}": {
+			perm: func(c *call) (string, string) { return "/storage/" + c.r.PathValue("storage"), privAllocate },
+			fn:   s.getStorage,
+		},
+		"POST /storage": {
+			perm: func(*call) (string, string) { return "/storage", privAllocate },
+			fn:   s.createStorage,
+		},
+	}
+	for k, ep := range s.nodeEndpoints() {
+		m[k] = ep
+	}
+	for k, ep := range s.guestEndpoints() {
+		m[k] = ep
+	}
+	for k, ep := range s.provisionEndpoints() {
+		m[k] = ep
+	}
+	for k, ep := range s.imageEndpoints() {
+		m[k] = ep
+	}
+	return m
+}
+
+// nodeEndpoints are the node methods: reboot, network, task status.
+func (s *Server) nodeEndpoints() map[string]endpoint {
+	nodePerm := func(priv string) func(c *call) (string, string) {
+		return func(c *call) (string, string) { return "/nodes/" + c.r.PathValue("node"), priv }
+	}
+	return map[string]endpoint{
+		"POST /nodes/{node}/status":             {perm: nodePerm(privSysPowerMgmt), fn: s.nodeCommand},
+		"GET /nodes/{node}/network":             {perm: nodePerm(privSysAudit), fn: s.getNetwork},
+		"GET /nodes/{node}/tasks/{upid}/status": {perm: func(*call) (string, string) { return "", "" }, fn: s.getTaskStatus},
+	}
+}
+
+// guestEndpoints are the QEMU and LXC methods.
+func (s *Server) guestEndpoints() map[string]endpoint {
+	m := map[string]endpoint{}
+	for _, typ := range []proxmox.GuestType{proxmox.GuestQEMU, proxmox.GuestLXC} {
+		base := "/nodes/{node}/" + string(typ) + "/{vmid}"
+		add := func(key, priv string, fn func(c *call, g *guest) answer) {
+			m[key] = endpoint{perm: vmPerm(priv), fn: s.guestHandler(typ, fn)}
+		}
+		add("GET "+base+"/status/current", privVMAudit, s.getGuestStatus)
+		add("GET "+base+"/config", privVMAudit, s.getGuestConfig)
+		add("POST "+base+"/status/start", privPowerMgmt, s.powerStart)
+		add("POST "+base+"/status/stop", privPowerMgmt, s.powerStop)
+		add("POST "+base+"/status/shutdown", privPowerMgmt, s.powerShutdown)
+		add("POST "+base+"/status/reboot", privPowerMgmt, s.powerReboot)
+		add("GET "+base+"/snapshot", privVMAudit, s.getSnapshots)
+		add("POST "+base+"/snapshot", privSnapshot, s.createSnapshot)
+		add("DELETE "+base+"/snapshot/{snapname}", privSnapshot, s.deleteSnapshot)
+		add("POST "+base+"/snapshot/{snapname}/rollback", privSnapshot, s.rollbackSnapshot)
+		if typ == proxmox.GuestQEMU {
+			add("POST "+base+"/status/reset", privPowerMgmt, s.qemuRunning("qmreset", restart))
+			add("POST "+base+"/status/suspend", privPowerMgmt, s.qemuRunning("qmsuspend", pause))
+			add("POST "+base+"/status/resume", privPowerMgmt, s.qemuRunning("qmresume", unpause))
+		}
+	}
+	return m
+}
+
+// buildHandler routes exactly the methods of proxmox.UsedAPI; anything else answers 501.
+func (s *Server) buildHandler() http.Handler {
+	mux := http.NewServeMux()
+	impls := s.endpoints()
+	for _, use := range proxmox.UsedAPI() {
+		ep, ok := impls[use.Method+" "+use.Path]
+		if !ok {
+			ep = endpoint{perm: func(*call) (string, string) { return "", "" }, fn: notImplemented}
+		}
+		mux.HandleFunc(use.Method+" "+APIPrefix+use.Path, func(w http.ResponseWriter, r *http.Request) {
+			s.serve(w, r, &use, ep)
+		})
+	}
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.serve(w, r, nil, endpoint{})
+	})
+	return mux
+}
+
+func notImplemented(c *call) answer {
+	return fail(http.StatusNotImplemented, fmt.Sprintf("Method '%s %s' not implemented", c.r.Method, c.path))
+}
+
+// serve runs one request through faults, authentication, routing, permission and
+// parameter checks and the endpoint, records it, and writes (or drops) the answer.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIUse, ep endpoint) {
+	s.mu.Lock()
+	down := s.unreachable
+	s.mu.Unlock()
+	if down {
+		s.drop(w) // closed without reading: nothing is applied
+		return
+	}
+	s.wait(r.Context())
+
+	path := strings.TrimPrefix(r.URL.Path, APIPrefix)
+	if !strings.HasPrefix(r.URL.Path, APIPrefix+"/") {
+		path = r.URL.Path
+	}
+	params, perr := readParams(r)
+	discard(r)
+
+	s.mu.Lock()
+	a := s.handle(r, use, ep, path, params, perr)
+	dropped := s.takeDrop(r.Method, use, path)
+	s.record(RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped})
+	s.mu.Unlock()
+
+	s.log.Debug("sim/pve request", "method", r.Method, "path", path, "status", a.status, "dropped", dropped)
+	if dropped {
+		s.drop(w)
+		return
+	}
+	a.write(w)
+}
+
+// handle produces the answer for one request; Server.mu is held.
+func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path string, params url.Values, perr error) answer {
+	s.advance(time.Now())
+	if a, ok := s.takeFail(r.Method, use, path); ok {
+		return a
+	}
+	tokenID, tok, a, ok := s.authenticate(r)
+	if !ok {
+		return a
+	}
+	c := &call{r: r, path: path, params: params, tokenID: tokenID, token: tok}
+	if use == nil {
+		return notImplemented(c)
+	}
+	c.use = *use
+	if n := r.PathValue("node"); n != "" {
+		if a, down := s.nodeDown(n); down {
+			return a // pveproxy cannot reach the node
+		}
+	}
+	if acl, priv := ep.perm(c); priv != "" && !tok.has(priv) {
+		return fail(http.StatusForbidden, fmt.Sprintf("Permission check failed (%s, %s)", acl, priv))
+	}
+	if perr != nil {
+		return fail(http.StatusBadRequest, perr.Error())
+	}
+	if errs := undeclared(*use, params); len(errs) > 0 {
+		return paramFail(errs)
+	}
+	return ep.fn(c)
+}
+
+// authenticate checks the PVEAPIToken header against the scenario's tokens.
+func (s *Server) authenticate(r *http.Request) (string, token, answer, bool) {
+	h := r.Header.Get("Authorization")
+	if h == "" {
+		return "", token{}, unauthorized("No ticket"), false
+	}
+	rest, found := strings.CutPrefix(h, "PVEAPIToken=")
+	if !found {
+		rest, found = strings.CutPrefix(h, "PVEAPIToken ")
+	}
+	if !found {
+		return "", token{}, unauthorized("No ticket"), false
+	}
+	id, secret, found := strings.Cut(strings.TrimSpace(rest), "=")
+	if !found || !strings.Contains(id, "!") {
+		return "", token{}, unauthorized("invalid API token format"), false
+	}
+	tok, known := s.state.tokens[id]
+	if !known {
+		user, name, _ := strings.Cut(id, "!")
+		return "", token{}, unauthorized(fmt.Sprintf("no such token '%s' for user '%s'", name, user)), false
+	}
+	if secret != tok.secret {
+		return "", token{}, unauthorized("invalid token value!"), false
+	}
+	return id, tok, answer{}, true
+}
+
+// readParams collects the query and, for writes, the form or JSON body.
+func readParams(r *http.Request) (url.Values, error) {
+	params := r.URL.Query()
+	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete || r.Body == nil {
+		return params, nil
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
+	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch ct {
+	case "", "application/x-www-form-urlencoded":
+		if err := r.ParseForm(); err != nil {
+			return params, fmt.Errorf("unable to parse request body: %w", err)
+		}
+		for k, vs := range r.PostForm {
+			params[k] = append(params[k], vs...)
+		}
+	case "application/json":
+		var obj map[string]json.RawMessage
+		dec := json.NewDecoder(r.Body)
+		if err := dec.Decode(&obj); err != nil && !errors.Is(err, io.EOF) { // an empty body has no parameters
+			return params, fmt.Errorf("unable to parse JSON request body: %w", err)
+		}
+		for k, raw := range obj {
+			v, ok, err := jsonParam(raw)
+			if err != nil {
+				return params, fmt.Errorf("parameter '%s': %w", k, err)
+			}
+			if ok {
+				params.Add(k, v)
+			}
+		}
+	default:
+		return params, errors.New("unsupported content type '" + ct + "'")
+	}
+	return params, nil
+}
+
+// jsonParam renders a JSON body member as PVE sees it (booleans 1/0, numbers as written).
+func jsonParam(raw json.RawMessage) (string, bool, error) {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return "", false, err
+	}
+	switch t := v.(type) {
+	case nil:
+		return "", false, nil
+	case string:
+		return t, true, nil
+	case bool:
+		if t {
+			return "1", true, nil
+		}
+		return "0", true, nil
+	case json.Number:
+		return t.String(), true, nil
+	default:
+		return string(raw), true, nil
+	}
+}
+
+var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
+
+// undeclared reports every parameter the method does not declare, as PVE does.
+func undeclared(use proxmox.APIUse, params url.Values) map[string]string {
+	var errs map[string]string
+	for k := range params {
+		if use.Declares(k) {
+			continue
+		}
+		isPath := false
+		for _, m := range pathParam.FindAllStringSubmatch(use.Path, -1) {
+			isPath = isPath || m[1] == k
+		}
+		if isPath {
+			continue
+		}
+		if errs == nil {
+			errs = map[string]string{}
+		}
+		errs[k] = "property is not defined in schema and the schema does not allow additional properties"
+	}
+	return errs
+}
+
+// redacted replaces sensitive parameter values in the request log.
+const redacted = "[redacted]"
+
+// isSecretParam reports whether a parameter holds a secret: PVE's sensitive storage
+// properties and anything named like password, secret or token.
+func isSecretParam(name string) bool {
+	n := strings.ToLower(name)
+	return sensitive[n] || strings.Contains(n, "password") || strings.Contains(n, "secret") || strings.Contains(n, "token")
+}
+
+// redactParams copies params with sensitive values replaced.
+func redactParams(params url.Values) url.Values {
+	out := make(url.Values, len(params))
+	for k, vs := range params {
+		if isSecretParam(k) {
+			red := make([]string, len(vs))
+			for i := range red {
+				red[i] = redacted
+			}
+			out[k] = red
+			continue
+		}
+		out[k] = slices.Clone(vs)
+	}
+	return out
+}
