@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -53,29 +52,18 @@ type Security struct {
 	NetBoxTLSInsecure bool
 }
 
-// Reconnection of the NATS connection built by [NATSOptions]: forever, with a capped
-// exponential backoff between passes over the server list, plus up to 25 % jitter.
+// Reconnection of the NATS connection built by [NATSOptions]: forever, nats.go's own
+// schedule — every server of the list at once, then NATSReconnectWait plus up to
+// NATSReconnectJitter before the next pass, so that replicas do not reconnect in lockstep.
 const (
-	NATSReconnectBase    = 250 * time.Millisecond
-	NATSReconnectMax     = 5 * time.Second
+	NATSReconnectWait    = time.Second
+	NATSReconnectJitter  = 250 * time.Millisecond
 	NATSReconnectBufSize = 8 << 20 // publishes buffered while reconnecting (nats.go's default)
 	NATSPingInterval     = 20 * time.Second
 )
 
-// NATSReconnectDelay is the pause after the attempts-th failed pass over the NATS servers:
-// NATSReconnectBase doubled per attempt up to NATSReconnectMax, plus up to a quarter of it
-// as jitter so that replicas do not reconnect in lockstep.
-func NATSReconnectDelay(attempts int) time.Duration {
-	d := NATSReconnectBase
-	for i := 1; i < attempts && d < NATSReconnectMax; i++ {
-		d *= 2
-	}
-	d = min(d, NATSReconnectMax)
-	return d + rand.N(d/4+1)
-}
-
 // NATSOptions returns the nats.Connect options of a proxbus connection named name: the
-// credentials and TLS settings of s, reconnection forever (see [NATSReconnectDelay]), and
+// credentials and TLS settings of s, reconnection forever (see [NATSReconnectWait]), and
 // handlers that log disconnects, reconnects and asynchronous errors on log (nil: discard).
 // Every file named in s is read and checked now, so a bad setting fails here, wrapped in
 // [ErrConfig], rather than at the first (re)connect. Errors name files, never their content.
@@ -87,7 +75,8 @@ func NATSOptions(s Security, name string, log *slog.Logger) ([]nats.Option, erro
 	opts := []nats.Option{
 		nats.Name(name),
 		nats.MaxReconnects(-1),
-		nats.CustomReconnectDelay(NATSReconnectDelay),
+		nats.ReconnectWait(NATSReconnectWait),
+		nats.ReconnectJitter(NATSReconnectJitter, NATSReconnectJitter),
 		nats.ReconnectBufSize(NATSReconnectBufSize),
 		nats.PingInterval(NATSPingInterval),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {

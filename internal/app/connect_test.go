@@ -456,29 +456,6 @@ func TestNATSOptionsWarnsSharedSecretFile(t *testing.T) {
 	}
 }
 
-// TestNATSReconnectDelay pins the backoff: doubling from the base, capped, jitter ≤ 25 %.
-func TestNATSReconnectDelay(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		attempts int
-		base     time.Duration
-	}{
-		{0, app.NATSReconnectBase},
-		{1, app.NATSReconnectBase},
-		{2, 2 * app.NATSReconnectBase},
-		{3, 4 * app.NATSReconnectBase},
-		{50, app.NATSReconnectMax},
-		{1 << 30, app.NATSReconnectMax},
-	}
-	for _, tt := range tests {
-		for range 20 {
-			if d := app.NATSReconnectDelay(tt.attempts); d < tt.base || d > tt.base+tt.base/4 {
-				t.Errorf("NATSReconnectDelay(%d) = %v, want within [%v, %v]", tt.attempts, d, tt.base, tt.base+tt.base/4)
-			}
-		}
-	}
-}
-
 // startRedisTLS runs miniredis over TLS with an ACL user whose password is the canary.
 func startRedisTLS(t *testing.T, p *pki) *miniredis.Miniredis {
 	t.Helper()
