@@ -35,7 +35,6 @@ const (
 	ReasonProxmoxUnreachable       = "proxmox_unreachable"
 	ReasonStorageConflict          = "storage_conflict"
 	ReasonProxmoxCreateUnconfirmed = "proxmox_create_unconfirmed"
-	ReasonStoreUnavailable         = "store_unavailable"
 	ReasonVMNotFound               = "vm_not_found"
 	ReasonVMAmbiguous              = "vm_ambiguous"
 	ReasonVMNotRunning             = "vm_not_running"
