@@ -1,21 +1,22 @@
 package netbox
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	gonetbox "github.com/netbox-community/go-netbox/v4"
-
-	"github.com/proxbus/proxbus/internal/httpbody"
 )
 
-// maxBody bounds how much of an answer the client reads.
+// maxBody bounds the size of any answer the client reads.
 const maxBody = 4 << 20
+
+// userAgent is the User-Agent of every request.
+const userAgent = "proxbus"
 
 // Client talks to one NetBox. It is safe for concurrent use.
 type Client struct {
@@ -45,19 +46,17 @@ func New(cfg Config) (*Client, error) {
 	if timeout == 0 {
 		timeout = DefaultTimeout
 	}
-	// Each request is bounded by a context deadline of timeout (send, FindJournalEntry), not
-	// by http.Client.Timeout: over a wrapped transport (metrics, tracing) net/http enforces the
-	// client's own Timeout with two goroutines and a timer per request.
 	hc := &http.Client{}
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
 		hc = &c
 	}
+	hc.Transport = limitBodies{next: hc.Transport}
 
 	nc := gonetbox.NewConfiguration()
 	nc.Servers = gonetbox.ServerConfigurations{{URL: base, Description: "NetBox"}}
 	nc.HTTPClient = hc
-	nc.UserAgent = "proxbus"
+	nc.UserAgent = userAgent
 	nc.AddDefaultHeader("Authorization", auth)
 
 	return &Client{
@@ -73,45 +72,66 @@ func New(cfg Config) (*Client, error) {
 // BaseURL returns the normalised base URL (no trailing slash, no /api).
 func (c *Client) BaseURL() string { return c.base }
 
-// Ping checks that NetBox answers an authenticated GET /api/status/ with 200. It is the
+// Ping checks that NetBox answers an authenticated GET /api/status/ with 2xx. It is the
 // readiness probe; it returns ErrUnauthorized for a bad token and ErrUnavailable when
 // NetBox cannot be reached.
 func (c *Client) Ping(ctx context.Context) error {
-	_, err := c.get(ctx, "ping", "/api/status/")
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	_, resp, err := c.api.StatusAPI.StatusRetrieve(ctx).Execute()
+	_, err = c.check("ping", resp, err)
 	return err
 }
 
-// get performs an authenticated GET of path (below the base URL) and returns the body of a
-// 2xx answer; anything else is classified into an *Error.
-func (c *Client) get(ctx context.Context, op, path string) ([]byte, error) {
-	return c.send(ctx, op, http.MethodGet, path, nil)
+// check classifies the outcome of a go-netbox call, whose request ran under a deadline of the
+// client's timeout. It returns a nil error for a 2xx answer. undecoded is the raw body of a
+// 2xx answer that go-netbox's strict model decoding refused, nil when the model decoded.
+func (c *Client) check(op string, resp *http.Response, err error) (undecoded []byte, _ error) {
+	if err == nil && resp != nil {
+		return nil, nil
+	}
+	var apiErr *gonetbox.GenericOpenAPIError
+	switch {
+	case resp == nil:
+		// http.Client.Do reports every failure to get an answer as a *url.Error; anything
+		// else is go-netbox refusing to build the request.
+		if err == nil {
+			err = errors.New("no answer")
+		}
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			return nil, c.transportError(op, err)
+		}
+		return nil, newError(op, ErrRejected, 0, nil, "", err, c.secrets)
+	case !errors.As(err, &apiErr):
+		// The answer's body could not be read: cut off, too large, or out of time.
+		return nil, c.transportError(op, err)
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return nil, classify(op, resp.StatusCode, apiErr.Body(), c.secrets)
+	default:
+		return apiErr.Body(), nil
+	}
 }
 
-// send performs an authenticated request of path (below the base URL) with an optional JSON
-// body and returns the body of a 2xx answer; anything else is classified into an *Error.
-func (c *Client) send(ctx context.Context, op, method, path string, jsonBody []byte) ([]byte, error) {
+// get performs an authenticated GET of path (below the base URL) with plain net/http and
+// returns the body of a 2xx answer; anything else is classified into an *Error. It is for the
+// requests go-netbox cannot make (see the package doc).
+func (c *Client) get(ctx context.Context, op, path string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	var rd io.Reader
-	if jsonBody != nil {
-		rd = bytes.NewReader(jsonBody)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
 	if err != nil {
 		return nil, newError(op, ErrRejected, 0, nil, "", err, c.secrets)
 	}
 	req.Header.Set("Authorization", c.auth)
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "proxbus")
-	if jsonBody != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	req.Header.Set("User-Agent", userAgent)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, c.transportError(op, err)
 	}
 	defer func() { _ = resp.Body.Close() }()
-	body, err := httpbody.Read(resp, maxBody)
+	body, err := io.ReadAll(resp.Body) // at most maxBody: see limitBodies
 	if err != nil {
 		return nil, c.transportError(op, err)
 	}
@@ -126,25 +146,21 @@ func (c *Client) transportError(op string, err error) *Error {
 	return newError(op, ErrUnavailable, 0, nil, "", err, c.secrets)
 }
 
-// apiResult classifies the outcome of a go-netbox call. ok is true for a 2xx answer; body is
-// the answer's body (go-netbox leaves it readable).
-func (c *Client) apiResult(op string, resp *http.Response, err error) (body []byte, ok bool, _ error) {
-	if resp == nil {
-		if err == nil {
-			err = errors.New("no answer")
-		}
-		return nil, false, c.transportError(op, err)
+// limitBodies is the client's transport: it fails the read of any answer body longer than
+// maxBody, for go-netbox's reads and the client's own alike.
+type limitBodies struct {
+	next http.RoundTripper // http.DefaultTransport when nil
+}
+
+// RoundTrip sends r through the wrapped transport and bounds the answer's body.
+func (l limitBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	next := l.next
+	if next == nil {
+		next = http.DefaultTransport
 	}
-	if resp.Body != nil {
-		b, rerr := httpbody.Read(resp, maxBody)
-		_ = resp.Body.Close()
-		if rerr != nil {
-			return nil, false, c.transportError(op, rerr)
-		}
-		body = b
+	resp, err := next.RoundTrip(r)
+	if resp != nil && resp.Body != nil {
+		resp.Body = http.MaxBytesReader(nil, resp.Body, maxBody)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return body, false, classify(op, resp.StatusCode, body, c.secrets)
-	}
-	return body, true, nil
+	return resp, err
 }

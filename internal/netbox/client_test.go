@@ -124,8 +124,8 @@ func TestEndpoint(t *testing.T) {
 	}
 }
 
-// TestAuthSchemes checks the header each token kind puts on the wire, for both the plain
-// requests and go-netbox's.
+// TestAuthSchemes checks the header each token kind puts on the wire, and the User-Agent, for
+// both the plain requests and go-netbox's.
 func TestAuthSchemes(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ token, header string }{
@@ -150,13 +150,22 @@ func TestAuthSchemes(t *testing.T) {
 			if err := f.client.UpdateJournalEntry(ctx, ref.ID, netbox.KindSuccess, "y"); err != nil {
 				t.Fatal(err)
 			}
+			if _, err := f.client.FindJournalEntry(ctx, netbox.ObjectTypeEndpoint, 1, "c-1"); !errors.Is(err, netbox.ErrNotFound) {
+				t.Fatal(err)
+			}
+			if _, err := f.client.VMsByProxmoxID(ctx, 100); err != nil {
+				t.Fatal(err)
+			}
 			reqs := f.rec.requests()
-			if len(reqs) != 4 {
-				t.Fatalf("%d requests, want 4", len(reqs))
+			if len(reqs) != 6 {
+				t.Fatalf("%d requests, want 6", len(reqs))
 			}
 			for _, r := range reqs {
 				if r.Auth != tc.header {
 					t.Fatalf("%s %s sent Authorization %q, want %q", r.Method, r.Path, r.Auth, tc.header)
+				}
+				if r.UserAgent != "proxbus" {
+					t.Fatalf("%s %s sent User-Agent %q, want proxbus", r.Method, r.Path, r.UserAgent)
 				}
 			}
 		})
@@ -218,8 +227,8 @@ type seenRequest struct {
 }
 
 // deadlineRecorder is a transport wrapper like proxbus's metrics and tracing wrappers: net/http
-// does not know it, so a Client.Timeout over it would be enforced with a goroutine, a timer
-// and the deprecated Request.Cancel channel per request.
+// does not know it, so a Client.Timeout over it would be enforced with the deprecated
+// Request.Cancel channel.
 type deadlineRecorder struct {
 	mu   sync.Mutex
 	seen []seenRequest
@@ -238,9 +247,8 @@ func (d *deadlineRecorder) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // TestRequestsBoundedByTheirContext pins how Config.Timeout bounds a request: by a deadline on
-// the request's context, not by http.Client.Timeout, which over a wrapped transport (as
-// proxbus wraps NetBox's for metrics) costs a goroutine and a timer per request. Every kind of
-// request the client makes is checked.
+// the request's context, not by http.Client.Timeout. Every kind of request the client makes is
+// checked.
 func TestRequestsBoundedByTheirContext(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
@@ -269,10 +277,13 @@ func TestRequestsBoundedByTheirContext(t *testing.T) {
 	if _, err := c.FindJournalEntry(ctx, netbox.ObjectTypeEndpoint, 1, "c-1"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := c.VMsByProxmoxID(ctx, 100); err != nil {
+		t.Fatal(err)
+	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	if len(rec.seen) != 5 {
-		t.Fatalf("transport saw %d requests, want 5: %+v", len(rec.seen), rec.seen)
+	if len(rec.seen) != 6 {
+		t.Fatalf("transport saw %d requests, want 6: %+v", len(rec.seen), rec.seen)
 	}
 	for _, s := range rec.seen {
 		if s.legacyCancel {

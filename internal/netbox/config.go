@@ -23,8 +23,7 @@ type Config struct {
 	// DefaultTimeout when zero.
 	Timeout time.Duration
 	// HTTPClient is optional (TLS settings, transport wrappers). It is copied, never modified.
-	// Its own Timeout should be zero: Timeout already bounds every request, and over a
-	// transport other than *http.Transport net/http spends two goroutines per request on it.
+	// Its own Timeout should be zero: Timeout already bounds every request.
 	HTTPClient *http.Client
 }
 

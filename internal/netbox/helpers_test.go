@@ -16,8 +16,8 @@ import (
 
 // recorded is one request as the server saw it.
 type recorded struct {
-	Method, Path, Auth string
-	Body               []byte
+	Method, Path, Auth, UserAgent string
+	Body                          []byte
 }
 
 // recorder wraps a handler and keeps every request it sees.
@@ -31,7 +31,7 @@ func (rc *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	rc.mu.Lock()
-	rc.reqs = append(rc.reqs, recorded{r.Method, r.URL.Path, r.Header.Get("Authorization"), body})
+	rc.reqs = append(rc.reqs, recorded{r.Method, r.URL.Path, r.Header.Get("Authorization"), r.Header.Get("User-Agent"), body})
 	rc.mu.Unlock()
 	rc.next.ServeHTTP(w, r)
 }

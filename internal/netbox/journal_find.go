@@ -36,26 +36,33 @@ func (c *Client) FindJournalEntry(ctx context.Context, objectType string, object
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	_, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesList(ctx).
+	page, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesList(ctx).
 		AssignedObjectType(objectType).AssignedObjectId([]int32{int32(objectID)}).
 		Q(commandID).Limit(findLimit).Execute()
-	// The answer is read directly (go-netbox's strict decoding is not needed for three fields).
-	body, _, cerr := c.apiResult(op, resp, err)
-	if cerr != nil {
-		return JournalRef{}, cerr
+	undecoded, err := c.check(op, resp, err)
+	if err != nil {
+		return JournalRef{}, err
 	}
-	var page struct {
-		Results *[]struct {
-			ID       int64  `json:"id"`
-			URL      string `json:"url"`
-			Comments string `json:"comments"`
-		} `json:"results"`
+	var entries []entryAnswer
+	listed := page != nil
+	if undecoded != nil {
+		// go-netbox refused the answer (see entryAnswer); read what proxbus needs of it.
+		var raw struct {
+			Results *[]entryAnswer `json:"results"`
+		}
+		if listed = json.Unmarshal(undecoded, &raw) == nil && raw.Results != nil; listed {
+			entries = *raw.Results
+		}
+	} else if listed {
+		for _, e := range page.GetResults() {
+			entries = append(entries, entryAnswer{ID: int64(e.GetId()), URL: e.GetUrl(), Comments: e.GetComments()})
+		}
 	}
-	if err := json.Unmarshal(body, &page); err != nil || page.Results == nil {
+	if !listed {
 		return JournalRef{}, newError(op, ErrUnavailable, resp.StatusCode, nil, "answer is not a journal entry list", nil, c.secrets)
 	}
 	var found JournalRef
-	for _, e := range *page.Results {
+	for _, e := range entries {
 		if e.ID > found.ID && hasCommandBullet(e.Comments, commandID) {
 			found = JournalRef{ID: e.ID, URL: e.URL}
 		}

@@ -3,6 +3,9 @@ package netbox_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -133,6 +136,70 @@ func TestCreateJournalEntryLenientAnswer(t *testing.T) {
 	c = newClient(t, url, simnetbox.TokenV1, time.Second)
 	if _, err := c.CreateJournalEntry(context.Background(), netbox.JournalEntry{ObjectType: netbox.ObjectTypeEndpoint, ObjectID: 1, Comments: "c"}); !netbox.IsTransient(err) {
 		t.Fatalf("answer without id: err = %v", err)
+	}
+}
+
+// germanLabels serves next's answers with NetBox's choice labels as a NetBox whose
+// DEFAULT_LANGUAGE is German renders them.
+func germanLabels(next http.Handler) http.Handler {
+	labels := strings.NewReplacer(`"label":"Info"`, `"label":"Info"`, `"label":"Success"`, `"label":"Erfolg"`,
+		`"label":"Warning"`, `"label":"Warnung"`, `"label":"Danger"`, `"label":"Gefahr"`)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		next.ServeHTTP(rec, r)
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = io.WriteString(w, labels.Replace(rec.Body.String()))
+	})
+}
+
+// TestJournalTranslatedLabels checks that journal entries are written, updated and found on a
+// NetBox that answers with translated choice labels, which go-netbox's models refuse.
+func TestJournalTranslatedLabels(t *testing.T) {
+	t.Parallel()
+	sim := simnetbox.New(simnetbox.Options{Scenario: simnetbox.ScenarioDemo})
+	url := newHTTPTest(t, germanLabels(sim.Handler()))
+	c := newClient(t, url, simnetbox.TokenV1, 2*time.Second)
+	ctx := context.Background()
+	ref, err := c.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: netbox.ObjectTypeEndpoint, ObjectID: 1,
+		Kind: netbox.KindWarning, Comments: "- command_id: c-de\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := url + "/api/extras/journal-entries/" + strconv.FormatInt(ref.ID, 10) + "/"; ref.ID <= 0 || ref.URL != want {
+		t.Fatalf("ref = %+v, want id > 0 and URL %q", ref, want)
+	}
+	if err := c.UpdateJournalEntry(ctx, ref.ID, netbox.KindSuccess, "- command_id: c-de\n- result: ok\n"); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := sim.JournalEntry(ref.ID); e.Kind != "success" || e.Patches != 1 {
+		t.Fatalf("entry = %+v", e)
+	}
+	found, err := c.FindJournalEntry(ctx, netbox.ObjectTypeEndpoint, 1, "c-de")
+	if err != nil || found != ref {
+		t.Fatalf("find = %+v, %v; want %+v", found, err, ref)
+	}
+}
+
+// TestAnswerSizeBounded checks that an answer beyond the client's bound is not read whole and
+// fails as ErrUnavailable, for go-netbox's requests and the plain ones alike.
+func TestAnswerSizeBounded(t *testing.T) {
+	t.Parallel()
+	huge := `{"id":1,"url":"u","comments":"` + strings.Repeat("x", 5<<20) + `"}`
+	for _, status := range []int{200, 201} {
+		c := newClient(t, stub(t, status, "application/json", huge), simnetbox.TokenV1, 2*time.Second)
+		ctx := context.Background()
+		_, err1 := c.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: netbox.ObjectTypeEndpoint, ObjectID: 1, Comments: "c"})
+		err2 := c.Ping(ctx)
+		_, err3 := c.Endpoint(ctx, 1)
+		_, err4 := c.FindJournalEntry(ctx, netbox.ObjectTypeEndpoint, 1, "c")
+		for i, err := range []error{err1, err2, err3, err4} {
+			if !netbox.IsTransient(err) {
+				t.Errorf("status %d call %d: err = %v, want ErrUnavailable", status, i, err)
+			}
+		}
 	}
 }
 
