@@ -201,7 +201,7 @@ func TestNATSAccountPermissions(t *testing.T) {
 		}
 		return events.Disposition{Action: events.Ack}
 	})
-	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js), events.NewEmitter(subjects, "deploy-test"))
+	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js, events.NewEmitter(subjects, "deploy-test")))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func proxbusConsumer(tb testing.TB, e *harness.Env, c int) func() {
 	// Its own connection, as Watermill's and as `proxbus serve` has: the harness's connection
 	// also carries the polling of the stream.
 	nc, js := connectJS(tb, e)
-	cons, err := consumer.New(js, cfg, noop, consumer.NewPublisher(js), events.NewEmitter(e.Subjects, "peer"))
+	cons, err := consumer.New(js, cfg, noop, consumer.NewPublisher(js, events.NewEmitter(e.Subjects, "peer")))
 	if err != nil {
 		tb.Fatal(err)
 	}

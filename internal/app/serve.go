@@ -212,7 +212,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	ccfg := consumer.Config{
 		Subjects: subjects, Concurrency: cfg.Concurrency, MaxAckPending: cfg.MaxAckPending, AckWait: cfg.AckWait,
 		Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: serveLogger(cfg.LogHandler, secrets),
-		Observer: consumer.Observers(tr, m),
+		Middleware: []consumer.Middleware{tr.Middleware, m.Middleware}, DeadLettered: m.DeadLettered,
 	}.WithDefaults()
 	if !cfg.NoProvision {
 		// Provisioning never lowers the durable's MaxAckPending or a stream's replica count
@@ -231,8 +231,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			}
 		}
 	}
-	emitter := events.NewEmitter(subjects, cfg.Instance)
-	pub := consumer.NewPublisher(js, m)
+	pub := consumer.NewPublisher(js, events.NewEmitter(subjects, cfg.Instance), m.Published)
 	pipeline, err := handlers.New(handlers.Config{
 		Registry:          registry,
 		Store:             st,
@@ -241,7 +240,6 @@ func Serve(ctx context.Context, cfg Config) error {
 		Proxmox:           clients,
 		Publisher:         pub,
 		History:           NewHistory(js, subjects),
-		Emitter:           emitter,
 		MaxAttempts:       cfg.MaxAttempts,
 		BusyDelay:         cfg.BusyDelay,
 		MaxWait:           cfg.MaxWait,
@@ -253,7 +251,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	cons, err := consumer.New(js, ccfg, pipeline, pub, emitter)
+	cons, err := consumer.New(js, ccfg, pipeline, pub)
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}

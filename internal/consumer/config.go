@@ -78,9 +78,15 @@ type Config struct {
 	Instance string
 	// Logger receives the consumer's logs. Default slog.Default().
 	Logger *slog.Logger
-	// Observer watches deliveries, redeliveries and dead letters (metrics, tracing). Nil
-	// observes nothing.
-	Observer Observer
+	// Middleware wraps the handler, the first outermost (tracing, metrics). Each sees every
+	// delivery of a decodable command and the disposition the consumer applies: a handler's
+	// panic has become a Redeliver. Nil entries are skipped.
+	Middleware []Middleware
+	// DeadLettered, when set, is called once a dead-letter copy has been newly stored (not for
+	// a copy another replica, or an earlier delivery, already stored) with the verb of the
+	// message's subject ("" when it names none) and the reason. It must be fast and safe for
+	// concurrent use.
+	DeadLettered func(verb, reason string)
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. It never changes

@@ -73,14 +73,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		h    Handler
 		pub  *Publisher
 	}{
-		{"no prefix", Config{}, h, NewPublisher(e.js)},
-		{"no handler", testConfig(), nil, NewPublisher(e.js)},
+		{"no prefix", Config{}, h, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
+		{"no handler", testConfig(), nil, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
 		{"no publisher", testConfig(), h, nil},
-		{"heartbeat not below ack wait", Config{Subjects: events.NewSubjects("p"), AckWait: time.Second, Heartbeat: time.Second}, h, NewPublisher(e.js)},
+		{"heartbeat not below ack wait", Config{Subjects: events.NewSubjects("p"), AckWait: time.Second, Heartbeat: time.Second}, h, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(e.js, tt.cfg, tt.h, tt.pub, events.NewEmitter(e.s, "test"))
+			_, err := New(e.js, tt.cfg, tt.h, tt.pub)
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Errorf("err = %v, want ErrInvalidConfig", err)
 			}

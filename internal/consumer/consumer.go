@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,21 +28,22 @@ const opTimeout = 10 * time.Second
 // Consumer pulls commands from the durable consumer and hands each to a [Handler], at most
 // [Config.Concurrency] at once. Create it with [New]; it runs while [Consumer.Run] runs.
 type Consumer struct {
-	js      jetstream.JetStream
-	cfg     Config
+	js  jetstream.JetStream
+	cfg Config
+	// handler is the given handler behind the panic guard, wrapped in cfg.Middleware.
 	handler Handler
 	pub     *Publisher
-	em      events.Emitter
 	log     *slog.Logger
 
 	running atomic.Bool
 	ready   atomic.Bool
 }
 
-// New returns a Consumer for the durable cfg.Durable on the commands stream. It does not
-// contact the server: [Provision] creates the streams and consumer, Run uses them. It returns
+// New returns a Consumer for the durable cfg.Durable on the commands stream, handing each
+// command to h wrapped in cfg.Middleware, and publishing through pub. It does not contact
+// the server: [Provision] creates the streams and consumer, Run uses them. It returns
 // ErrInvalidConfig (wrapped) when js, h or pub is nil or cfg cannot work.
-func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher, em events.Emitter) (*Consumer, error) {
+func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher) (*Consumer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -53,7 +55,16 @@ func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher, em event
 	if cfg.Instance != "" {
 		log = log.With("instance", cfg.Instance)
 	}
-	return &Consumer{js: js, cfg: cfg, handler: h, pub: pub, em: em, log: log}, nil
+	c := &Consumer{js: js, cfg: cfg, pub: pub, log: log}
+	c.handler = HandlerFunc(func(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
+		return c.guard(ctx, h, cmd, d)
+	})
+	for _, mw := range slices.Backward(cfg.Middleware) {
+		if mw != nil {
+			c.handler = mw(c.handler)
+		}
+	}
+	return c, nil
 }
 
 // Ready reports whether Run is pulling commands: true once Run has opened its message

@@ -320,7 +320,7 @@ func TestRunErrors(t *testing.T) {
 	t.Run("not provisioned", func(t *testing.T) {
 		t.Parallel()
 		n := testenv.StartNATS(t)
-		c, err := New(n.JS, testConfig(), &recorder{}, NewPublisher(n.JS), events.NewEmitter(events.NewSubjects("proxbus"), "t"))
+		c, err := New(n.JS, testConfig(), &recorder{}, NewPublisher(n.JS, events.NewEmitter(events.NewSubjects("proxbus"), "t")))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -109,12 +109,12 @@ func (c *Consumer) deadLetter(ctx context.Context, o original, verb, reason, det
 		maxPayload = nc.MaxPayload()
 	}
 	m := buildDeadLetter(c.cfg.Subjects, o, verb, reason, detail, time.Now(), maxPayload)
-	ack, err := c.pub.PublishAck(ctx, m)
+	ack, err := c.pub.store(ctx, m)
 	if err != nil {
 		return fmt.Errorf("dead-letter stream seq %d: %w", o.StreamSeq, err)
 	}
-	if !ack.Duplicate {
-		c.observer().DeadLettered(verb, reason)
+	if !ack.Duplicate && c.cfg.DeadLettered != nil {
+		c.cfg.DeadLettered(verb, reason)
 	}
 	c.log.Warn("command dead-lettered",
 		"reason", reason, "detail", detail, "subject", o.Subject, "dlq_subject", m.Subject,

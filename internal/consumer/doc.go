@@ -6,6 +6,10 @@
 // publishes events through a [Publisher], and dead-letters poison messages (contract §7) with
 // their secrets redacted.
 //
+// Observers know the consumer only through its small seams: a [Middleware] wraps the handler
+// (tracing, metrics), a [PublishHook] sees the typed data of every event stored, and
+// [Config.DeadLettered] hears of every dead-letter copy newly stored.
+//
 // The package knows no verb: deciding what a command means is the handler's job. It only
 // decides what cannot be a command at all ([events.Decode] fails) before any handler runs.
 //

@@ -26,3 +26,9 @@ type HandlerFunc func(ctx context.Context, cmd events.Command, d events.Delivery
 func (f HandlerFunc) Handle(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
 	return f(ctx, cmd, d)
 }
+
+// Middleware wraps a Handler with work of its own around each delivery (tracing, metrics),
+// as net/http middleware wraps an http.Handler. The Handler it returns must call next's
+// Handle once per call and return the disposition next returned, unless it means to change
+// it; it may hand next a derived context and an amended command. See [Config.Middleware].
+type Middleware func(next Handler) Handler

@@ -115,7 +115,7 @@ func (r *running) stop() error {
 // start runs a Consumer with h until the test ends (or stop is called).
 func (e *env) start(t *testing.T, h Handler) *running {
 	t.Helper()
-	c, err := New(e.js, e.cfg, h, NewPublisher(e.js), events.NewEmitter(e.s, "test"))
+	c, err := New(e.js, e.cfg, h, NewPublisher(e.js, events.NewEmitter(e.s, "test")))
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}

@@ -44,20 +44,13 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
 		StreamSeq:  d.StreamSeq,
 		Deliveries: d.Number,
 	}
-	if d.Number > 1 {
-		verb, _ := c.cfg.Subjects.VerbOf(msg.Subject())
-		c.observer().Redelivered(verb)
-	}
-
 	cmd, err := events.Decode(msg.Subject(), msg.Headers(), msg.Data(), c.cfg.Subjects)
 	if err != nil {
 		c.poison(context.WithoutCancel(ctx), msg, o, err)
 		return
 	}
-	hctx, hcmd, done := c.start(ctx, cmd, d)
-	disp := c.handle(hctx, hcmd, d)
-	done(disp)
-	c.apply(context.WithoutCancel(hctx), msg, o, cmd, disp)
+	disp := c.handler.Handle(ctx, cmd, d)
+	c.apply(context.WithoutCancel(ctx), msg, o, cmd, disp)
 }
 
 // settling is a delivery kept alive with InProgress every Heartbeat by a goroutine of its
@@ -102,9 +95,9 @@ func (m settling) NakWithDelay(d time.Duration) error  { m.stop(); return m.Msg.
 func (m settling) Term() error                         { m.stop(); return m.Msg.Term() }
 func (m settling) TermWithReason(r string) error       { m.stop(); return m.Msg.TermWithReason(r) }
 
-// handle calls the handler, turning a panic into a logged Redeliver so one bad command
-// cannot take the process down.
-func (c *Consumer) handle(ctx context.Context, cmd events.Command, d events.Delivery) (disp events.Disposition) {
+// guard calls h, turning a panic into a logged Redeliver so one bad command cannot take the
+// process down.
+func (c *Consumer) guard(ctx context.Context, h Handler, cmd events.Command, d events.Delivery) (disp events.Disposition) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("handler panicked; the command will be redelivered",
@@ -112,7 +105,7 @@ func (c *Consumer) handle(ctx context.Context, cmd events.Command, d events.Deli
 			disp = events.Disposition{Action: events.Redeliver, Delay: panicDelay}
 		}
 	}()
-	return c.handler.Handle(ctx, cmd, d)
+	return h.Handle(ctx, cmd, d)
 }
 
 // apply carries out a handler's disposition.
@@ -200,15 +193,11 @@ func (c *Consumer) deadLetterAndTerm(ctx context.Context, msg settling, o origin
 	}
 }
 
-// publishResult publishes a result event built by the emitter.
+// publishResult publishes the result event of the command o names.
 func (c *Consumer) publishResult(ctx context.Context, o events.Origin, r events.Result) error {
-	res, m, err := c.em.Result(o, r)
-	if err != nil {
-		return fmt.Errorf("build result: %w", err)
-	}
 	pctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	return c.pub.PublishEvent(pctx, m, res)
+	return c.pub.Publish(pctx, o, r)
 }
 
 // nakAfterFailure naks a message whose dead-lettering could not be completed.

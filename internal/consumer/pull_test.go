@@ -211,7 +211,7 @@ func startLoop(t *testing.T, mutate func(*Config), h Handler) (*loop, *fakeConsu
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	c, err := New(noJS{}, cfg, h, NewPublisher(noJS{}), events.NewEmitter(cfg.Subjects, "test"))
+	c, err := New(noJS{}, cfg, h, NewPublisher(noJS{}, events.NewEmitter(cfg.Subjects, "test")))
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}
@@ -443,7 +443,7 @@ func TestHeartbeatStopWaitsForABeat(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig()
 	cfg.Heartbeat = time.Millisecond
-	c, err := New(noJS{}, cfg, &recorder{}, NewPublisher(noJS{}), events.NewEmitter(cfg.Subjects, "test"))
+	c, err := New(noJS{}, cfg, &recorder{}, NewPublisher(noJS{}, events.NewEmitter(cfg.Subjects, "test")))
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}
@@ -520,7 +520,7 @@ func TestAckFailureIsRedelivered(t *testing.T) {
 		c.Heartbeat = 200 * time.Millisecond
 	})
 	rec := &recorder{}
-	c, err := New(e.js, e.cfg, rec, NewPublisher(e.js), events.NewEmitter(e.s, "test"))
+	c, err := New(e.js, e.cfg, rec, NewPublisher(e.js, events.NewEmitter(e.s, "test")))
 	if err != nil {
 		t.Fatalf("new consumer: %v", err)
 	}

@@ -98,14 +98,10 @@ func (r *run) step(ctx context.Context, step string, status events.StepStatus, u
 	r.seq++
 	seq := r.seq
 	r.mu.Unlock()
-	st, msg, err := r.p.cfg.Emitter.Step(r.origin, events.Step{
+	err := r.p.cfg.Publisher.Publish(ctx, r.origin, events.Step{
 		Seq: seq, Step: step, Status: status, UPID: upid, Detail: r.scrub(detail), Attempt: r.attempt, At: r.p.cfg.Now(),
 	})
 	if err != nil {
-		r.log.Warn("step not encodable", "err", err)
-		return
-	}
-	if err := r.p.cfg.Publisher.PublishEvent(ctx, msg, st); err != nil {
 		r.log.Warn("step not published", "step", step, "err", err)
 	}
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
@@ -34,18 +32,30 @@ type stream struct {
 	failResults int
 }
 
+// testEmitter builds the events the fake Publishers keep.
+var testEmitter = events.NewEmitter(events.NewSubjects("proxbus"), "test")
+
 func newStream() *stream {
 	return &stream{steps: map[string][]events.Step{}, results: map[string][]events.Result{}}
 }
 
-func (s *stream) PublishEvent(_ context.Context, m *nats.Msg, ev any) error {
+// Publish keeps data as the event built by a real emitter carries it.
+func (s *stream) Publish(_ context.Context, o events.Origin, data any) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ref := strings.Split(m.Subject, ".")[2]
-	switch ev := ev.(type) {
+	ref := events.Ref(o.Source, o.ID)
+	switch ev := data.(type) {
 	case events.Step:
+		ev, _, err := testEmitter.Step(o, ev)
+		if err != nil {
+			return err
+		}
 		s.steps[ref] = append(s.steps[ref], ev)
 	case events.Result:
+		ev, _, err := testEmitter.Result(o, ev)
+		if err != nil {
+			return err
+		}
 		if s.failResults > 0 {
 			s.failResults--
 			return errors.New("nats: timeout")
@@ -229,7 +239,7 @@ func newLifecycle(t *testing.T, sc *script) *lifecycle {
 	l := &lifecycle{store: st, clock: c, stream: newStream(), journal: &journal{}}
 	l.p, err = New(Config{
 		Registry: NewRegistry(testVerb(sc)), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
-		Publisher: l.stream, History: l.stream, Emitter: events.NewEmitter(events.NewSubjects("proxbus"), "test"),
+		Publisher: l.stream, History: l.stream,
 		Instance: "test", Now: c.Now, MaxAttempts: 3, JournalRetryDelay: time.Millisecond,
 	})
 	if err != nil {

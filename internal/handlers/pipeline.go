@@ -7,19 +7,19 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
-// Publisher publishes a prepared event and returns once the stream has stored it. ev is the
-// value m was built from (an events.Step, events.Result or events.JournalRepaired), for
-// observers of the publication that would otherwise decode m.
+// Publisher publishes the events of commands and returns once the stream has stored them.
+// data is an events.Step, events.Result or events.JournalRepaired of the command o names; the
+// publisher builds the event from both (its id, subject and data's command fields come from
+// o) and returns an error wrapping events.ErrEncode, publishing nothing, when it cannot.
+// Publishing the same event again stores it once and succeeds.
 type Publisher interface {
-	PublishEvent(ctx context.Context, m *nats.Msg, ev any) error
+	Publish(ctx context.Context, o events.Origin, data any) error
 }
 
 // EndpointLookup answers the gate's question about a ProxmoxEndpoint (a cache in front of NetBox).
@@ -64,7 +64,6 @@ type Config struct {
 	Proxmox   ProxmoxClients
 	Publisher Publisher
 	History   History
-	Emitter   events.Emitter
 	// Instance names this process in lease owners and logs.
 	Instance string
 	Logger   *slog.Logger

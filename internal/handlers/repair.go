@@ -34,11 +34,7 @@ func (p *Pipeline) repairJournal(ctx context.Context, rep store.Repair, by, trac
 		p.cfg.Logger.Warn("store: repair record not removed", "command_id", rep.Command.ID, "err", err)
 	}
 	origin := events.Origin{ID: rep.Command.ID, Source: rep.Command.Source, Verb: rep.Verb, TraceParent: traceParent}
-	repaired, msg, err := p.cfg.Emitter.Journal(origin, events.JournalRepaired{JournalEntryURL: rep.JournalURL, RepairedBy: by})
-	if err == nil {
-		err = p.cfg.Publisher.PublishEvent(ctx, msg, repaired)
-	}
-	if err != nil {
+	if err := p.cfg.Publisher.Publish(ctx, origin, events.JournalRepaired{JournalEntryURL: rep.JournalURL, RepairedBy: by}); err != nil {
 		p.cfg.Logger.Warn("journal event not published", "command_id", rep.Command.ID, "err", err)
 	}
 	return rec, nil

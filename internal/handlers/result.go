@@ -63,17 +63,17 @@ func (r *run) answer(ctx context.Context, out Outcome, journal journalState) eve
 // command waits and its next delivery publishes the stored result, first-hand while the
 // events stream does not hold it.
 func (r *run) publishResult(ctx context.Context, res events.Result) events.Disposition {
-	res, msg, err := r.p.cfg.Emitter.Result(r.origin, res)
-	if err != nil {
-		r.log.Error("result not encodable", "err", err)
-		return r.failed(ctx, "encode", fmt.Errorf("%w: %w", errInternal, err))
-	}
 	for i := range publishTries {
 		if i > 0 {
 			time.Sleep(publishPause << (i - 1))
 		}
-		if err = r.p.cfg.Publisher.PublishEvent(ctx, msg, res); err == nil {
+		err := r.p.cfg.Publisher.Publish(ctx, r.origin, res)
+		if err == nil {
 			return events.Disposition{Action: events.Ack}
+		}
+		if errors.Is(err, events.ErrEncode) {
+			r.log.Error("result not encodable", "err", err)
+			return r.failed(ctx, "encode", fmt.Errorf("%w: %w", errInternal, err))
 		}
 		r.log.Warn("result not published", "try", i+1, "err", err)
 	}

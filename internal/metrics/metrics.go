@@ -1,9 +1,10 @@
 // Package metrics holds proxbus's Prometheus metrics. A [Metrics] owns its own registry (never
 // the global default one) and is fed by the other packages through the small interfaces they
-// declare: it is a consumer.Observer (deliveries, in-flight, redeliveries, dead letters), a
-// consumer.PublishHook (commands by verb, result and status and step durations, read from the
-// step and result events proxbus publishes), an HTTP transport wrapper for the Proxmox and
-// NetBox clients, and a go-redis hook. [Metrics.Handler] serves the registry for /metrics.
+// declare: a consumer.Middleware around the handler (deliveries, in-flight, redeliveries), the
+// consumer's dead-letter callback, a consumer.PublishHook (commands by verb, result and status
+// and step durations, from the typed step and result data proxbus publishes), an HTTP
+// transport wrapper for the Proxmox and NetBox clients, and a go-redis hook.
+// [Metrics.Handler] serves the registry for /metrics.
 //
 // No label ever carries a value from a command's data, an id, a node name, a URL's query or
 // user part: verbs outside the configured set become "other", HTTP paths become bounded

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/redis/go-redis/v9"
@@ -54,53 +53,23 @@ func scrape(t *testing.T, m *Metrics) string {
 	return string(b)
 }
 
-// publishVia names the two ways a publication reaches Published: with the typed event the
-// message was built from, or only the message (decoded).
-var publishVia = []struct {
-	name  string
-	typed bool
-}{{"typed", true}, {"decoded", false}}
-
-// publication is what the Publisher hands Published for msg built from ev.
-func publication(msg *nats.Msg, ev any, typed, dup bool) consumer.Publication {
-	p := consumer.Publication{Msg: msg, Duplicate: dup}
-	if typed {
-		p.Event = ev
-	}
-	return p
-}
-
+// TestResultEventsCountCommands: a result counts its command by verb, result and status, a
+// replay only as a duplicate event, and an unknown verb as "other"; a journal event counts as
+// repaired.
 func TestResultEventsCountCommands(t *testing.T) {
 	t.Parallel()
-	for _, via := range publishVia {
-		t.Run(via.name, func(t *testing.T) {
-			t.Parallel()
-			testResultEventsCountCommands(t, via.typed)
-		})
-	}
-}
-
-func testResultEventsCountCommands(t *testing.T, typed bool) {
 	m, _ := newTestMetrics(t, Options{})
-	em := events.NewEmitter(events.NewSubjects("proxbus"), "test")
 	publish := func(verb, id string, status int, word string, dup bool) {
 		res := events.Result{CommandID: id, CommandSource: "/t", Verb: verb, Status: status, Result: word}
-		msg, err := em.ResultEvent(events.Origin{ID: id, Source: "/t", Verb: verb}, res)
-		if err != nil {
-			t.Fatalf("result event: %v", err)
-		}
-		m.Published(context.Background(), publication(msg, res, typed, dup))
+		m.Published(context.Background(), res, dup)
 	}
 	publish("vm.start", "a", 200, "ok", false)
 	publish("vm.start", "a", 200, "ok", true) // a replay: not a second command
 	publish("vm.start", "b", 409, "refused", false)
 	publish("made.up.verb", "c", 400, "refused", false)
 	repaired := events.JournalRepaired{CommandID: "a", JournalEntryURL: "https://netbox.example/api/extras/journal-entries/1/", RepairedBy: "repairer"}
-	jmsg, err := em.JournalEvent(events.Origin{ID: "a", Source: "/t", Verb: "vm.start"}, repaired)
-	if err != nil {
-		t.Fatalf("journal event: %v", err)
-	}
-	m.Published(context.Background(), publication(jmsg, repaired, typed, false))
+	m.Published(context.Background(), repaired, false)
+	m.Published(context.Background(), "not an event", false)
 	if got := toFloat64(t, m.events.WithLabelValues("repaired", "false")); got != 1 {
 		t.Errorf("repaired events = %v, want 1", got)
 	}
@@ -126,27 +95,15 @@ func testResultEventsCountCommands(t *testing.T, typed bool) {
 	}
 }
 
+// TestStepEventsTimeSteps: a step is timed from its started event to its done or error
+// event; an unfinished step is not observed and the command's result forgets it.
 func TestStepEventsTimeSteps(t *testing.T) {
 	t.Parallel()
-	for _, via := range publishVia {
-		t.Run(via.name, func(t *testing.T) {
-			t.Parallel()
-			testStepEventsTimeSteps(t, via.typed)
-		})
-	}
-}
-
-func testStepEventsTimeSteps(t *testing.T, typed bool) {
 	m, clk := newTestMetrics(t, Options{})
-	em := events.NewEmitter(events.NewSubjects("proxbus"), "test")
 	o := events.Origin{ID: "cmd-1", Source: "/t", Verb: "vm.start"}
 	step := func(seq int, name string, st events.StepStatus, at time.Time) {
 		ev := events.Step{CommandID: o.ID, CommandSource: o.Source, Verb: o.Verb, Seq: seq, Step: name, Status: st, At: at}
-		msg, err := em.StepEvent(o, ev)
-		if err != nil {
-			t.Fatalf("step event: %v", err)
-		}
-		m.Published(context.Background(), publication(msg, ev, typed, false))
+		m.Published(context.Background(), ev, false)
 	}
 	t0 := clk.t
 	step(1, "power", events.StepStarted, t0)
@@ -158,11 +115,7 @@ func testStepEventsTimeSteps(t *testing.T, typed bool) {
 		t.Errorf("%d steps tracked, want 1 (wait)", n)
 	}
 	result := events.Result{CommandID: o.ID, CommandSource: o.Source, Verb: o.Verb, Status: 200, Result: "ok"}
-	res, err := em.ResultEvent(o, result)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.Published(context.Background(), publication(res, result, typed, false))
+	m.Published(context.Background(), result, false)
 	if n := m.steps.size(); n != 0 {
 		t.Errorf("%d steps tracked after the result, want 0", n)
 	}
@@ -201,20 +154,27 @@ func TestStepTrackerIsBounded(t *testing.T) {
 	}
 }
 
-func TestConsumerObserver(t *testing.T) {
+// TestMiddlewareAndDeadLetters: the middleware counts the delivery in flight while the
+// handler runs, its duration by verb and disposition, and every delivery after the first as a
+// redelivery; dead letters are counted by verb and bounded reason.
+func TestMiddlewareAndDeadLetters(t *testing.T) {
 	t.Parallel()
 	m, clk := newTestMetrics(t, Options{})
-	obs := m.Start(context.Background(), events.Command{Verb: "vm.start"}, events.Delivery{Number: 1})
-	if got := toFloat64(t, m.inFlight); got != 1 {
-		t.Errorf("in flight %v, want 1", got)
+	h := m.Middleware(consumer.HandlerFunc(func(_ context.Context, _ events.Command, d events.Delivery) events.Disposition {
+		if got := toFloat64(t, m.inFlight); got != 1 {
+			t.Errorf("in flight %v, want 1", got)
+		}
+		if d.Number == 1 {
+			clk.t = clk.t.Add(2 * time.Second)
+		}
+		return events.Disposition{Action: events.Redeliver}
+	}))
+	for i, verb := range []string{"vm.start", "vm.start", "nonsense"} {
+		h.Handle(context.Background(), events.Command{Verb: verb}, events.Delivery{Number: uint64(i + 1)})
 	}
-	clk.t = clk.t.Add(2 * time.Second)
-	obs.Done(events.Disposition{Action: events.Redeliver})
 	if got := toFloat64(t, m.inFlight); got != 0 {
 		t.Errorf("in flight %v, want 0", got)
 	}
-	m.Redelivered("vm.start")
-	m.Redelivered("nonsense")
 	m.DeadLettered("vm.start", "attempts_exhausted")
 	m.DeadLettered("vm.start", "Weird Reason!")
 

@@ -2,60 +2,52 @@ package metrics
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/consumer"
-	"github.com/proxbus/proxbus/internal/jsonstr"
 )
 
-var (
-	_ consumer.Observer    = (*Metrics)(nil)
-	_ consumer.PublishHook = (*Metrics)(nil)
-)
-
-// Start counts the delivery in flight and, once the handler returned, observes its duration
-// by verb and disposition (consumer.Observer).
-func (m *Metrics) Start(_ context.Context, cmd events.Command, _ events.Delivery) consumer.Observation {
-	m.inFlight.Inc()
-	start := m.now()
-	verb := m.verb(cmd.Verb)
-	return consumer.Observation{Done: func(d events.Disposition) {
+// Middleware counts the deliveries of commands (a consumer.Middleware): a delivery after a
+// command's first as a redelivery of its verb, the delivery in flight while next handles it,
+// and its duration by verb and the disposition next returned.
+func (m *Metrics) Middleware(next consumer.Handler) consumer.Handler {
+	return consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
+		verb := m.verb(cmd.Verb)
+		if d.Number > 1 {
+			m.redeliveries.WithLabelValues(verb).Inc()
+		}
+		m.inFlight.Inc()
+		start := m.now()
+		disp := next.Handle(ctx, cmd, d)
 		m.inFlight.Dec()
-		m.commandDuration.WithLabelValues(verb, d.Action.String()).Observe(m.now().Sub(start).Seconds())
-	}}
+		m.commandDuration.WithLabelValues(verb, disp.Action.String()).Observe(m.now().Sub(start).Seconds())
+		return disp
+	})
 }
 
-// Redelivered counts a redelivery (consumer.Observer).
-func (m *Metrics) Redelivered(verb string) { m.redeliveries.WithLabelValues(m.verb(verb)).Inc() }
-
-// DeadLettered counts a dead letter (consumer.Observer).
+// DeadLettered counts a dead-letter copy newly stored (consumer.Config.DeadLettered).
 func (m *Metrics) DeadLettered(verb, reason string) {
 	m.deadLetters.WithLabelValues(m.verb(verb), boundedWord(reason)).Inc()
 }
 
-// Published counts a stored event (consumer.PublishHook): a result event counts its command
-// by verb, result and status; step events time each step from started to done, error or
-// skipped. A duplicate (replayed) event is counted in events_published_total only. The event
-// is read from the publication's typed Event when the publisher passed one, else decoded from
-// the message; anything that is not a proxbus event is ignored, and a message on a subject
-// that cannot carry a step, result or journal event is ignored before its body is read.
-func (m *Metrics) Published(_ context.Context, p consumer.Publication) {
-	switch ev := p.Event.(type) {
+// Published counts a stored event (a consumer.PublishHook) by kind: a result counts its
+// command by verb, result and status; steps are timed from started to done, error or
+// skipped. A duplicate (replayed) event is counted in events_published_total only; data of
+// any other type is ignored.
+func (m *Metrics) Published(_ context.Context, data any, duplicate bool) {
+	switch ev := data.(type) {
 	case events.Step:
-		m.count("step", p.Duplicate, func() { m.step(ev) })
+		m.count("step", duplicate, func() { m.step(ev) })
 	case events.Result:
-		m.count("result", p.Duplicate, func() { m.result(ev.Verb, ev.Result, ev.Status, ev.CommandSource, ev.CommandID) })
+		m.count("result", duplicate, func() {
+			m.commands.WithLabelValues(m.verb(ev.Verb), boundedWord(ev.Result), strconv.Itoa(ev.Status)).Inc()
+			m.steps.forget(ev.CommandSource, ev.CommandID)
+		})
 	case events.JournalRepaired:
-		m.count("repaired", p.Duplicate, nil)
-	default:
-		m.decoded(p.Msg, p.Duplicate)
+		m.count("repaired", duplicate, nil)
 	}
 }
 
@@ -65,92 +57,6 @@ func (m *Metrics) count(kind string, duplicate bool, record func()) {
 	if !duplicate && record != nil {
 		record()
 	}
-}
-
-// result counts a command's result and forgets its running steps.
-func (m *Metrics) result(verb, result string, status int, source, id string) {
-	m.commands.WithLabelValues(m.verb(verb), boundedWord(result), strconv.Itoa(status)).Inc()
-	m.steps.forget(source, id)
-}
-
-// decoded counts an event published without its typed value, reading it from msg.
-func (m *Metrics) decoded(msg *nats.Msg, duplicate bool) {
-	if msg == nil || !countedSubject(msg.Subject) || msg.Header.Get(events.HeaderContentType) != events.ContentTypeCE {
-		return
-	}
-	var ev publishedEvent
-	// A body that is not JSON leaves ev empty. A type error in a field leaves the other fields
-	// read; it only matters in the data, which is then not used.
-	dataErr := json.Unmarshal(msg.Data, &ev)
-	if !strings.HasPrefix(ev.Type, events.TypePrefix) {
-		return
-	}
-	kind := ev.Type[strings.LastIndex(ev.Type, ".")+1:]
-	d := &ev.Data
-	switch kind {
-	case "repaired":
-		m.count(kind, duplicate, nil)
-	case "result":
-		m.count(kind, duplicate, func() {
-			if status, ok := resultStatus(d.Status); ok && dataErr == nil {
-				m.result(d.Verb, d.Result, status, d.CommandSource, d.CommandID)
-			}
-		})
-	case "step":
-		m.count(kind, duplicate, func() {
-			if status, ok := stepStatus(d.Status); ok && dataErr == nil {
-				m.step(events.Step{CommandID: d.CommandID, CommandSource: d.CommandSource, Verb: d.Verb,
-					Step: d.Step, Status: status, At: d.At})
-			}
-		})
-	}
-}
-
-// publishedEvent is what Published reads of an event: its type and the fields of a step's or
-// a result's data that the metrics use.
-type publishedEvent struct {
-	Type string `json:"type"`
-	Data struct {
-		CommandID     string `json:"command_id"`
-		CommandSource string `json:"command_source"`
-		Verb          string `json:"verb"`
-		// Status is a number in a result (an HTTP status) and a string in a step.
-		Status json.RawMessage `json:"status"`
-		Result string          `json:"result"`
-		Step   string          `json:"step"`
-		At     time.Time       `json:"at"`
-	} `json:"data"`
-}
-
-// countedSubject reports whether subject can carry a step, result or journal event: its last
-// token is that of [events.Subjects.Step], [events.Subjects.Result] or
-// [events.Subjects.Journal].
-func countedSubject(subject string) bool {
-	switch subject[strings.LastIndexByte(subject, '.')+1:] {
-	case "step", "result", "journal":
-		return true
-	}
-	return false
-}
-
-// resultStatus reads a result's status as json.Unmarshal into an int does: absent or null is
-// 0, anything but an integer literal fails.
-func resultStatus(raw json.RawMessage) (int, bool) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, true
-	}
-	n, err := strconv.Atoi(string(raw))
-	return n, err == nil
-}
-
-// stepStatus reads a step's status as json.Unmarshal into a string does: absent or null is
-// "", anything but a string fails.
-func stepStatus(raw json.RawMessage) (events.StepStatus, bool) {
-	if len(raw) == 0 {
-		return "", true
-	}
-	s, ok := jsonstr.Decode(raw)
-	return events.StepStatus(s), ok
 }
 
 // step records a started step or observes the duration of a finished one.

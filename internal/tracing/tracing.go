@@ -1,5 +1,5 @@
 // Package tracing sets up OpenTelemetry tracing for proxbus from the standard OTEL_*
-// environment variables and provides what the wiring needs: a consumer.Observer that starts
+// environment variables and provides what the wiring needs: a consumer.Middleware that starts
 // one span per delivery as a child of the command's W3C traceparent, and an HTTP transport
 // wrapper (otelhttp) that makes a client span per Proxmox or NetBox request and propagates the
 // trace context to it. Propagation is W3C tracecontext only. Nothing here touches OpenTelemetry's

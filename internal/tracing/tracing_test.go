@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 const (
@@ -58,6 +59,27 @@ func setup(t *testing.T) (*Tracing, *tracetest.InMemoryExporter) {
 	return tr, exp
 }
 
+// handled is what the handler behind the middleware saw of one delivery.
+type handled struct {
+	ctx context.Context
+	cmd events.Command
+}
+
+// handle runs one delivery of cmd through tr's middleware to a handler that calls during (when
+// set) and answers action, and returns what the handler saw.
+func handle(tr *Tracing, cmd events.Command, d events.Delivery, action events.Action, during func(context.Context)) handled {
+	var got handled
+	h := tr.Middleware(consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, _ events.Delivery) events.Disposition {
+		got = handled{ctx, cmd}
+		if during != nil {
+			during(ctx)
+		}
+		return events.Disposition{Action: action}
+	}))
+	h.Handle(context.Background(), cmd, d)
+	return got
+}
+
 func TestOffMakesNoSpansAndKeepsTheTraceParent(t *testing.T) {
 	t.Parallel()
 	tr, err := Setup(context.Background(), Options{Getenv: func(string) string { return "" }})
@@ -67,9 +89,9 @@ func TestOffMakesNoSpansAndKeepsTheTraceParent(t *testing.T) {
 	if tr.On() {
 		t.Fatal("tracing on without configuration")
 	}
-	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, events.Delivery{Number: 1})
-	if obs.Context != nil || obs.TraceParent != "" || obs.Done != nil {
-		t.Errorf("off observer changed the delivery: %+v", obs)
+	got := handle(tr, events.Command{Verb: "vm.start", TraceParent: incoming}, events.Delivery{Number: 1}, events.Ack, nil)
+	if got.cmd.TraceParent != incoming || trace.SpanContextFromContext(got.ctx).IsValid() {
+		t.Errorf("off middleware changed the delivery: traceparent %q, span %v", got.cmd.TraceParent, trace.SpanContextFromContext(got.ctx))
 	}
 	next := http.DefaultTransport
 	if got := tr.Transport("netbox", func(*http.Request) string { return "x" }, next); got != next {
@@ -98,8 +120,8 @@ func TestCommandSpanContinuesTheTraceParent(t *testing.T) {
 			t.Parallel()
 			tr, exp := setup(t)
 			cmd := events.Command{ID: "c1", Source: "/t", Verb: "vm.start", TraceParent: tc.tp, Data: []byte(`{"password":"CANARY"}`)}
-			obs := tr.Start(context.Background(), cmd, events.Delivery{Number: 2})
-			sc := trace.SpanContextFromContext(obs.Context)
+			got := handle(tr, cmd, events.Delivery{Number: 2}, tc.action, nil)
+			sc := trace.SpanContextFromContext(got.ctx)
 			if !sc.IsValid() {
 				t.Fatal("handler context carries no span")
 			}
@@ -107,10 +129,9 @@ func TestCommandSpanContinuesTheTraceParent(t *testing.T) {
 				t.Errorf("trace id %s, want %s", sc.TraceID(), traceID)
 			}
 			wantTP := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"
-			if obs.TraceParent != wantTP {
-				t.Errorf("traceparent %q, want %q", obs.TraceParent, wantTP)
+			if got.cmd.TraceParent != wantTP {
+				t.Errorf("traceparent %q, want %q", got.cmd.TraceParent, wantTP)
 			}
-			obs.Done(events.Disposition{Action: tc.action})
 			spans := exp.GetSpans()
 			if len(spans) != 1 {
 				t.Fatalf("%d spans, want 1", len(spans))
@@ -161,14 +182,15 @@ func TestTransportMakesClientSpansAndPropagates(t *testing.T) {
 		t.Errorf("%d spans without a command span", n)
 	}
 
-	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: incoming}, events.Delivery{Number: 1})
-	req, _ := http.NewRequestWithContext(obs.Context, http.MethodGet, srv.URL+"/api2/json/nodes/pve1?secret=CANARY", nil)
-	resp, err = c.Do(req)
-	if err != nil {
-		t.Fatalf("get: %v", err)
-	}
-	resp.Body.Close()
-	obs.Done(events.Disposition{})
+	handle(tr, events.Command{Verb: "vm.start", TraceParent: incoming}, events.Delivery{Number: 1}, events.Ack, func(ctx context.Context) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+"/api2/json/nodes/pve1?secret=CANARY", nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Errorf("get: %v", err)
+			return
+		}
+		resp.Body.Close()
+	})
 
 	spans := exp.GetSpans()
 	if len(spans) != 2 {
@@ -210,14 +232,13 @@ func TestUnsampledParentKeepsTheTraceParent(t *testing.T) {
 	t.Parallel()
 	tr, exp := setup(t)
 	unsampled := "00-" + traceID + "-" + parentID + "-00"
-	obs := tr.Start(context.Background(), events.Command{Verb: "vm.start", TraceParent: unsampled}, events.Delivery{Number: 1})
-	if obs.TraceParent != "" {
-		t.Errorf("traceparent %q replaced the command's", obs.TraceParent)
+	got := handle(tr, events.Command{Verb: "vm.start", TraceParent: unsampled}, events.Delivery{Number: 1}, events.Ack, nil)
+	if got.cmd.TraceParent != unsampled {
+		t.Errorf("traceparent %q replaced the command's", got.cmd.TraceParent)
 	}
-	if got := trace.SpanContextFromContext(obs.Context).TraceID().String(); got != traceID {
-		t.Errorf("handler context in trace %s, want %s", got, traceID)
+	if id := trace.SpanContextFromContext(got.ctx).TraceID().String(); id != traceID {
+		t.Errorf("handler context in trace %s, want %s", id, traceID)
 	}
-	obs.Done(events.Disposition{})
 	if n := len(exp.GetSpans()); n != 0 {
 		t.Errorf("%d spans exported under an unsampled parent", n)
 	}
