@@ -25,6 +25,7 @@ import (
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/redact"
+	"github.com/proxbus/proxbus/internal/repair"
 	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/tracing"
 )
@@ -302,7 +303,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = pipeline.RunRepairer(repairCtx, handlers.RepairerConfig{Interval: cfg.RepairInterval})
+		_ = repair.Run(repairCtx, st, pipeline, repair.Config{Interval: cfg.RepairInterval, Logger: log})
 	}()
 	if cfg.OnReady != nil {
 		wg.Add(1)
