@@ -19,6 +19,7 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/deadletter"
 )
 
 // waitLimit bounds every wait below. It is a safety net against a hung test, not a timed
@@ -238,7 +239,7 @@ func TestNATSAccountPermissions(t *testing.T) {
 		t.Errorf("handled %v, want ok-1 and exhaust-1 once each", handled)
 	}
 	mu.Unlock()
-	dls, err := consumer.ListDeadLetters(ctx, admin.js, subjects, 0)
+	dls, err := deadletter.List(ctx, admin.js, subjects, 0)
 	if err != nil {
 		t.Fatalf("admin: list dead letters: %v", err)
 	}
@@ -246,8 +247,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 	for _, d := range dls {
 		reasons[d.Reason] = true
 	}
-	if !reasons[consumer.ReasonInvalidCommand] || !reasons["attempts_exhausted"] {
-		t.Errorf("dead-letter reasons %v, want %s and attempts_exhausted", reasons, consumer.ReasonInvalidCommand)
+	if !reasons[deadletter.ReasonInvalidCommand] || !reasons["attempts_exhausted"] {
+		t.Errorf("dead-letter reasons %v, want %s and attempts_exhausted", reasons, deadletter.ReasonInvalidCommand)
 	}
 	svc.noErrors(t, "proxbus")
 	producer.noErrors(t, "producer")

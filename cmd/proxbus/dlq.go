@@ -18,7 +18,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/deadletter"
 )
 
 // dlqUsage is the dlq subcommands' synopsis.
@@ -88,7 +88,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	switch sub {
 	case "list":
-		dls, err := consumer.ListDeadLetters(ctx, js, subjects, *limit)
+		dls, err := deadletter.List(ctx, js, subjects, *limit)
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		d, err := consumer.GetDeadLetter(ctx, js, subjects, seq)
+		d, err := deadletter.Get(ctx, js, subjects, seq)
 		if err != nil {
 			return err
 		}
@@ -135,7 +135,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		rep, err := consumer.ReplayDeadLetter(ctx, js, subjects, seq)
+		rep, err := deadletter.Replay(ctx, js, subjects, seq)
 		if err != nil && rep.CommandSeq == 0 {
 			return err
 		}
@@ -157,7 +157,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				return fmt.Errorf("dlq purge: not confirmed; nothing removed")
 			}
 		}
-		n, err := consumer.PurgeDeadLetters(ctx, js, subjects, cutoff)
+		n, err := deadletter.Purge(ctx, js, subjects, cutoff)
 		if err != nil {
 			return err
 		}
@@ -198,7 +198,7 @@ type dlqSummary struct {
 	OriginalSubject string    `json:"original_subject"`
 	Time            time.Time `json:"time"`
 	// Replays are the letter's replays, oldest first; absent when never replayed.
-	Replays []consumer.Replay `json:"replays,omitempty"`
+	Replays []deadletter.ReplayRecord `json:"replays,omitempty"`
 }
 
 // deadLetterDoc is `dlq show --output json`: the summary, the stored headers and the
@@ -209,13 +209,13 @@ type deadLetterDoc struct {
 	Data   any                 `json:"data"`
 }
 
-func deadLetterSummary(d consumer.DeadLetter) dlqSummary {
+func deadLetterSummary(d deadletter.DeadLetter) dlqSummary {
 	return dlqSummary{Seq: d.Seq, Subject: d.Subject, Reason: d.Reason, OriginalSubject: d.OriginalSubject, Time: d.Time.UTC(), Replays: d.Replays}
 }
 
 // replayedCell is list's REPLAYED column: "-", or the last replay's command id (and how many
 // replays when several).
-func replayedCell(rs []consumer.Replay) string {
+func replayedCell(rs []deadletter.ReplayRecord) string {
 	if len(rs) == 0 {
 		return "-"
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/deadletter"
 )
 
 // TestDeadLetterListShowReplay: dead letters can be listed (newest limit, oldest first),
@@ -41,7 +42,7 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 		want  []uint64
 	}{{0, []uint64{1, 2, 3}}, {2, []uint64{2, 3}}, {5, []uint64{1, 2, 3}}}
 	for _, tt := range tests {
-		got, err := ListDeadLetters(ctxT(t), e.js, e.s, tt.limit)
+		got, err := deadletter.List(ctxT(t), e.js, e.s, tt.limit)
 		if err != nil {
 			t.Fatalf("list %d: %v", tt.limit, err)
 		}
@@ -61,7 +62,7 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 			seq = d.Seq
 		}
 	}
-	d, err := GetDeadLetter(ctxT(t), e.js, e.s, seq)
+	d, err := deadletter.Get(ctxT(t), e.js, e.s, seq)
 	if err != nil {
 		t.Fatalf("show: %v", err)
 	}
@@ -69,15 +70,15 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 		t.Errorf("show = %v %s", d.Header, d.Data)
 	}
 	for _, seq := range []uint64{0, 99} {
-		if _, err := GetDeadLetter(ctxT(t), e.js, e.s, seq); !errors.Is(err, ErrDeadLetterNotFound) {
-			t.Errorf("show %d: err = %v, want ErrDeadLetterNotFound", seq, err)
+		if _, err := deadletter.Get(ctxT(t), e.js, e.s, seq); !errors.Is(err, deadletter.ErrNotFound) {
+			t.Errorf("show %d: err = %v, want deadletter.ErrNotFound", seq, err)
 		}
-		if _, err := ReplayDeadLetter(ctxT(t), e.js, e.s, seq); !errors.Is(err, ErrDeadLetterNotFound) {
-			t.Errorf("replay %d: err = %v, want ErrDeadLetterNotFound", seq, err)
+		if _, err := deadletter.Replay(ctxT(t), e.js, e.s, seq); !errors.Is(err, deadletter.ErrNotFound) {
+			t.Errorf("replay %d: err = %v, want deadletter.ErrNotFound", seq, err)
 		}
 	}
 
-	rep, err := ReplayDeadLetter(ctxT(t), e.js, e.s, seq)
+	rep, err := deadletter.Replay(ctxT(t), e.js, e.s, seq)
 	if err != nil {
 		t.Fatalf("replay: %v", err)
 	}
@@ -85,12 +86,12 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 	if rep.CommandID != "a2-replay-"+itoa(seq) || rep.DeadLetterSeq != seq {
 		t.Errorf("replay = %+v, want command id a2-replay-%d", rep, seq)
 	}
-	again, err := ReplayDeadLetter(ctxT(t), e.js, e.s, seq)
+	again, err := deadletter.Replay(ctxT(t), e.js, e.s, seq)
 	if err != nil || again.CommandSeq != newSeq {
 		t.Errorf("second replay = %+v, %v; want the same seq %d (deduplicated)", again, err, newSeq)
 	}
 	// The letter is marked replayed, once, in show and list; the marker is no letter.
-	shown, err := GetDeadLetter(ctxT(t), e.js, e.s, seq)
+	shown, err := deadletter.Get(ctxT(t), e.js, e.s, seq)
 	if err != nil || len(shown.Replays) != 1 || shown.Replays[0].CommandID != rep.CommandID || shown.Replays[0].CommandSeq != newSeq {
 		t.Errorf("show after replay: replays %+v, %v", shown.Replays, err)
 	}
@@ -111,11 +112,11 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("replayed command: %v", err)
 	}
-	if raw.Subject != "proxbus.cmd.vm.nope" || raw.Header.Get("Nats-Msg-Id") != "a2.replay."+itoa(seq) || raw.Header.Get(HeaderReplayOf) != itoa(seq) || raw.Header.Get("ce-id") != rep.CommandID {
-		t.Errorf("replayed subject %q msg id %q replay-of %q ce-id %q", raw.Subject, raw.Header.Get("Nats-Msg-Id"), raw.Header.Get(HeaderReplayOf), raw.Header.Get("ce-id"))
+	if raw.Subject != "proxbus.cmd.vm.nope" || raw.Header.Get("Nats-Msg-Id") != "a2.replay."+itoa(seq) || raw.Header.Get(deadletter.HeaderReplayOf) != itoa(seq) || raw.Header.Get("ce-id") != rep.CommandID {
+		t.Errorf("replayed subject %q msg id %q replay-of %q ce-id %q", raw.Subject, raw.Header.Get("Nats-Msg-Id"), raw.Header.Get(deadletter.HeaderReplayOf), raw.Header.Get("ce-id"))
 	}
 	for k := range raw.Header {
-		if len(k) >= len(dlqHeaderPrefix) && k[:len(dlqHeaderPrefix)] == dlqHeaderPrefix {
+		if len(k) >= len(deadletter.HeaderPrefix) && k[:len(deadletter.HeaderPrefix)] == deadletter.HeaderPrefix {
 			t.Errorf("replayed command keeps header %s", k)
 		}
 	}
@@ -136,7 +137,7 @@ func TestDeadLetterListShowReplay(t *testing.T) {
 func TestListDeadLettersEmpty(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	got, err := ListDeadLetters(ctxT(t), e.js, e.s, 10)
+	got, err := deadletter.List(ctxT(t), e.js, e.s, 10)
 	if err != nil || got == nil || len(got) != 0 {
 		t.Errorf("list = %v, %v; want empty", got, err)
 	}
@@ -158,14 +159,14 @@ func TestPurgeDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := e.deadLetters(t)[0]
-	if _, err := ReplayDeadLetter(ctxT(t), e.js, e.s, first.Seq); err != nil {
+	if _, err := deadletter.Replay(ctxT(t), e.js, e.s, first.Seq); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
 	mid := time.Now()
 	time.Sleep(20 * time.Millisecond)
 	lateHeader := nats.Header{}
-	lateHeader.Set(HeaderDLQReason, "unknown_verb")
+	lateHeader.Set(deadletter.HeaderDLQReason, "unknown_verb")
 	if _, err := e.js.PublishMsg(ctxT(t), &nats.Msg{Subject: e.s.DLQ("vm.late"), Header: lateHeader, Data: []byte("{}")}); err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +183,7 @@ func TestPurgeDeadLetters(t *testing.T) {
 		{"empty", time.Time{}, 0, 0},
 	}
 	for _, tt := range tests {
-		n, err := PurgeDeadLetters(ctxT(t), e.js, e.s, tt.before)
+		n, err := deadletter.Purge(ctxT(t), e.js, e.s, tt.before)
 		if err != nil || n != tt.want {
 			t.Fatalf("%s: purged %d, %v; want %d", tt.name, n, err, tt.want)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -217,9 +218,9 @@ func (e *env) resultsFor(t *testing.T, source, id string) []map[string]any {
 }
 
 // deadLetters lists the DLQ.
-func (e *env) deadLetters(t *testing.T) []DeadLetter {
+func (e *env) deadLetters(t *testing.T) []deadletter.DeadLetter {
 	t.Helper()
-	dl, err := ListDeadLetters(ctxT(t), e.js, e.s, 0)
+	dl, err := deadletter.List(ctxT(t), e.js, e.s, 0)
 	if err != nil {
 		t.Fatalf("list dead letters: %v", err)
 	}

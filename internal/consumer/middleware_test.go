@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/deadletter"
 )
 
 // seenDelivery is one delivery a middleware saw: the command id, the delivery number and the
@@ -98,7 +99,7 @@ func TestPoisonIsDeadLetteredNotHandled(t *testing.T) {
 	if len(seen) != 0 {
 		t.Errorf("poison reached the middleware: %v", seen)
 	}
-	if dead[0] != [2]string{"vm.stop", ReasonInvalidCommand} {
+	if dead[0] != [2]string{"vm.stop", deadletter.ReasonInvalidCommand} {
 		t.Errorf("dead lettered %v", dead)
 	}
 }
@@ -113,7 +114,7 @@ func TestDeadLetteredOnlyForANewCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := original{Subject: e.s.Command("vm.start"), Data: []byte(`{}`), StreamSeq: 7, Deliveries: 1}
+	o := deadletter.Original{Subject: e.s.Command("vm.start"), Data: []byte(`{}`), StreamSeq: 7, Deliveries: 1}
 	for range 2 {
 		if err := c.deadLetter(ctxT(t), o, "vm.start", "unknown_verb", ""); err != nil {
 			t.Fatalf("dead letter: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -111,16 +112,16 @@ func TestPoisonMessagesAreDeadLettered(t *testing.T) {
 				t.Fatalf("%d dead letters, want 1", len(dl))
 			}
 			d := dl[0]
-			if d.Reason != ReasonInvalidCommand || d.Header.Get(HeaderDLQDetail) == "" {
-				t.Errorf("reason %q detail %q", d.Reason, d.Header.Get(HeaderDLQDetail))
+			if d.Reason != deadletter.ReasonInvalidCommand || d.Header.Get(deadletter.HeaderDLQDetail) == "" {
+				t.Errorf("reason %q detail %q", d.Reason, d.Header.Get(deadletter.HeaderDLQDetail))
 			}
 			if d.Subject != tt.dlqSubject || d.OriginalSubject != poison.Subject {
 				t.Errorf("dlq subject %q original %q, want %q %q", d.Subject, d.OriginalSubject, tt.dlqSubject, poison.Subject)
 			}
-			if got := d.Header.Get(HeaderDLQStreamSeq); got != itoa(seq) {
+			if got := d.Header.Get(deadletter.HeaderDLQStreamSeq); got != itoa(seq) {
 				t.Errorf("stream seq header %q, want %d", got, seq)
 			}
-			if got := d.Header.Get(HeaderDLQDeliveries); got != "1" {
+			if got := d.Header.Get(deadletter.HeaderDLQDeliveries); got != "1" {
 				t.Errorf("deliveries header %q, want 1", got)
 			}
 			if d.Header.Get("Nats-Msg-Id") != "dlq-"+itoa(seq) {
@@ -210,7 +211,7 @@ func TestDeadLetterDisposition(t *testing.T) {
 		name, reason, want string
 	}{
 		{"with reason", "unknown_verb", "unknown_verb"},
-		{"without reason", "", ReasonDeadLetter},
+		{"without reason", "", deadletter.ReasonDeadLetter},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,7 +232,7 @@ func TestDeadLetterDisposition(t *testing.T) {
 			if bytes.Contains(d.Data, []byte("x-secret-x")) {
 				t.Errorf("secret in DLQ copy: %s", d.Data)
 			}
-			if d.Header.Get("ce-id") != "dl1" || d.Header.Get(HeaderDLQMsgID) != "dl1" {
+			if d.Header.Get("ce-id") != "dl1" || d.Header.Get(deadletter.HeaderDLQMsgID) != "dl1" {
 				t.Errorf("headers not carried: %v", d.Header)
 			}
 			if h.count() != 1 {
@@ -285,8 +286,8 @@ func TestDeadLetterFailureKeepsTheMessage(t *testing.T) {
 			eventually(t, 20*time.Second, "dead-lettered on a later delivery", func() bool {
 				return e.streamMsgs(t, e.s.CommandsStream()) == 0 && len(e.deadLetters(t)) == 1
 			})
-			if d := e.deadLetters(t)[0]; d.Header.Get(HeaderDLQDeliveries) == "1" {
-				t.Errorf("dead-lettered on delivery %s, want a later one", d.Header.Get(HeaderDLQDeliveries))
+			if d := e.deadLetters(t)[0]; d.Header.Get(deadletter.HeaderDLQDeliveries) == "1" {
+				t.Errorf("dead-lettered on delivery %s, want a later one", d.Header.Get(deadletter.HeaderDLQDeliveries))
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/deadletter"
 )
 
 // Delays of the redeliveries the consumer decides on itself.
@@ -37,7 +38,7 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
 		return
 	}
 	d := events.Delivery{Number: meta.NumDelivered, Stored: meta.Timestamp, StreamSeq: meta.Sequence.Stream}
-	o := original{
+	o := deadletter.Original{
 		Subject:    msg.Subject(),
 		Header:     msg.Headers(),
 		Data:       msg.Data(),
@@ -109,7 +110,7 @@ func (c *Consumer) guard(ctx context.Context, h Handler, cmd events.Command, d e
 }
 
 // apply carries out a handler's disposition.
-func (c *Consumer) apply(ctx context.Context, msg settling, o original, cmd events.Command, disp events.Disposition) {
+func (c *Consumer) apply(ctx context.Context, msg settling, o deadletter.Original, cmd events.Command, disp events.Disposition) {
 	log := c.log.With("command_id", cmd.ID, "verb", cmd.Verb, "stream_seq", o.StreamSeq, "delivery", o.Deliveries)
 	switch disp.Action {
 	case events.Ack:
@@ -124,7 +125,7 @@ func (c *Consumer) apply(ctx context.Context, msg settling, o original, cmd even
 	case events.DeadLetter:
 		reason := disp.Reason
 		if reason == "" {
-			reason = ReasonDeadLetter
+			reason = deadletter.ReasonDeadLetter
 		}
 		c.deadLetterAndTerm(ctx, msg, o, cmd.Verb, reason, "")
 	default:
@@ -152,7 +153,7 @@ func (c *Consumer) redeliver(msg settling, delay time.Duration, log *slog.Logger
 // the dead-letter copy (reason invalid_command, detail the decoder's reason), and
 // TermWithReason. If either publish fails the message is nak'ed with a delay, so nothing is
 // lost; both publishes are deduplicated on the next delivery.
-func (c *Consumer) poison(ctx context.Context, msg settling, o original, decodeErr error) {
+func (c *Consumer) poison(ctx context.Context, msg settling, o deadletter.Original, decodeErr error) {
 	var p *events.PoisonError
 	if !errors.As(decodeErr, &p) {
 		p = &events.PoisonError{Reason: "undecodable", Err: decodeErr}
@@ -172,12 +173,12 @@ func (c *Consumer) poison(ctx context.Context, msg settling, o original, decodeE
 			return
 		}
 	}
-	c.deadLetterAndTerm(ctx, msg, o, verb, ReasonInvalidCommand, p.Reason)
+	c.deadLetterAndTerm(ctx, msg, o, verb, deadletter.ReasonInvalidCommand, p.Reason)
 }
 
 // deadLetterAndTerm copies the message to the dead-letter stream and terminates it; if the
 // copy cannot be stored, the message is nak'ed with a delay instead.
-func (c *Consumer) deadLetterAndTerm(ctx context.Context, msg settling, o original, verb, reason, detail string) {
+func (c *Consumer) deadLetterAndTerm(ctx context.Context, msg settling, o deadletter.Original, verb, reason, detail string) {
 	dctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
 	if err := c.deadLetter(dctx, o, verb, reason, detail); err != nil {

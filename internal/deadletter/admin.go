@@ -1,4 +1,4 @@
-package consumer
+package deadletter
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/proxbus/proxbus/events"
 )
 
-// ErrDeadLetterNotFound is returned (wrapped) when the dead-letter stream holds no message
+// ErrNotFound is returned (wrapped) when the dead-letter stream holds no message
 // with the requested sequence (never stored, expired after DLQMaxAge, or purged).
-var ErrDeadLetterNotFound = errors.New("dead letter not found")
+var ErrNotFound = errors.New("dead letter not found")
 
-// HeaderReplayOf marks a command re-injected by [ReplayDeadLetter]; its value is the dead
+// HeaderReplayOf marks a command re-injected by [Replay]; its value is the dead
 // letter's sequence. Its body is the redacted copy, so secret fields hold the redaction
 // placeholder and a handler should not write them to Proxmox as they are.
 const HeaderReplayOf = "Proxbus-Replay-Of"
@@ -43,13 +43,13 @@ type DeadLetter struct {
 	Header nats.Header
 	// Data is the stored, redacted body.
 	Data []byte
-	// Replays are the replays of this letter recorded by [ReplayDeadLetter], oldest first
-	// (filled by ListDeadLetters and GetDeadLetter).
-	Replays []Replay
+	// Replays are the replays of this letter recorded by [Replay], oldest first
+	// (filled by List and Get).
+	Replays []ReplayRecord
 }
 
-// Replay is one re-injection of a dead letter: the command it became.
-type Replay struct {
+// ReplayRecord is one re-injection of a dead letter: the command it became.
+type ReplayRecord struct {
 	// DeadLetterSeq is the replayed letter's sequence in the DLQ stream.
 	DeadLetterSeq uint64 `json:"dead_letter_seq"`
 	// CommandID and CommandSource identify the new command (follow it with
@@ -62,10 +62,10 @@ type Replay struct {
 	Time time.Time `json:"time"`
 }
 
-// Replay markers. A dead letter in a Limits stream cannot be edited, so [ReplayDeadLetter]
+// Replay markers. A dead letter in a Limits stream cannot be edited, so [Replay]
 // records each replay as a second message in the DLQ stream: subject
 // "<prefix>.dlq._replayed.<letter seq>", header [HeaderReplayedOf] = the letter's sequence,
-// no Proxbus-Dlq-Reason header (which every dead letter has), body the [Replay] as JSON. The
+// no Proxbus-Dlq-Reason header (which every dead letter has), body the [ReplayRecord] as JSON. The
 // marker ages out with the stream like the letter; listings skip markers and attach them to
 // their letter; a purge removes a letter's markers with it.
 const (
@@ -80,13 +80,13 @@ func replayMarkerSubject(s events.Subjects, seq uint64) string {
 }
 
 // replayMarker reads raw as a replay marker; ok is false for a dead letter.
-func replayMarker(raw *jetstream.RawStreamMsg) (Replay, bool) {
+func replayMarker(raw *jetstream.RawStreamMsg) (ReplayRecord, bool) {
 	if raw.Header == nil || raw.Header.Get(HeaderReplayedOf) == "" || raw.Header.Get(HeaderDLQReason) != "" {
-		return Replay{}, false
+		return ReplayRecord{}, false
 	}
-	var r Replay
+	var r ReplayRecord
 	if json.Unmarshal(raw.Data, &r) != nil || r.DeadLetterSeq == 0 {
-		return Replay{}, false
+		return ReplayRecord{}, false
 	}
 	return r, true
 }
@@ -110,10 +110,10 @@ func deadLetterFrom(raw *jetstream.RawStreamMsg) DeadLetter {
 	return d
 }
 
-// ListDeadLetters returns the newest limit dead letters (all of them when limit <= 0), oldest
+// List returns the newest limit dead letters (all of them when limit <= 0), oldest
 // first. An empty stream gives an empty slice. It returns the JetStream error, wrapped, when
 // the DLQ stream cannot be read (jetstream.ErrStreamNotFound when it was never provisioned).
-func ListDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subjects, limit int) ([]DeadLetter, error) {
+func List(ctx context.Context, js jetstream.JetStream, s events.Subjects, limit int) ([]DeadLetter, error) {
 	st, err := js.Stream(ctx, s.DLQStream())
 	if err != nil {
 		return nil, fmt.Errorf("dlq stream %s: %w", s.DLQStream(), err)
@@ -123,7 +123,7 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subje
 	if state.Msgs == 0 {
 		return out, nil
 	}
-	replays := map[uint64][]Replay{} // markers are stored after their letter: seen first
+	replays := map[uint64][]ReplayRecord{} // markers are stored after their letter: seen first
 	for seq := state.LastSeq; seq >= state.FirstSeq && seq > 0; seq-- {
 		if limit > 0 && len(out) >= limit {
 			break
@@ -148,25 +148,25 @@ func ListDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subje
 	return out, nil
 }
 
-// GetDeadLetter returns the dead letter with DLQ stream sequence seq, or an error wrapping
-// ErrDeadLetterNotFound when there is none.
-func GetDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subjects, seq uint64) (DeadLetter, error) {
+// Get returns the dead letter with DLQ stream sequence seq, or an error wrapping
+// ErrNotFound when there is none.
+func Get(ctx context.Context, js jetstream.JetStream, s events.Subjects, seq uint64) (DeadLetter, error) {
 	st, err := js.Stream(ctx, s.DLQStream())
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dlq stream %s: %w", s.DLQStream(), err)
 	}
 	if seq == 0 {
-		return DeadLetter{}, fmt.Errorf("dlq seq 0: %w", ErrDeadLetterNotFound)
+		return DeadLetter{}, fmt.Errorf("dlq seq 0: %w", ErrNotFound)
 	}
 	raw, err := st.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return DeadLetter{}, fmt.Errorf("dlq seq %d: %w", seq, ErrDeadLetterNotFound)
+		return DeadLetter{}, fmt.Errorf("dlq seq %d: %w", seq, ErrNotFound)
 	}
 	if err != nil {
 		return DeadLetter{}, fmt.Errorf("dlq seq %d: %w", seq, err)
 	}
 	if _, marker := replayMarker(raw); marker {
-		return DeadLetter{}, fmt.Errorf("dlq seq %d is a replay marker: %w", seq, ErrDeadLetterNotFound)
+		return DeadLetter{}, fmt.Errorf("dlq seq %d is a replay marker: %w", seq, ErrNotFound)
 	}
 	d := deadLetterFrom(raw)
 	d.Replays, err = replaysOf(ctx, st, s, seq)
@@ -177,7 +177,7 @@ func GetDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subject
 }
 
 // replaysOf reads dead letter seq's replay markers, oldest first.
-func replaysOf(ctx context.Context, st jetstream.Stream, s events.Subjects, seq uint64) ([]Replay, error) {
+func replaysOf(ctx context.Context, st jetstream.Stream, s events.Subjects, seq uint64) ([]ReplayRecord, error) {
 	subject := replayMarkerSubject(s, seq)
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subject))
 	if err != nil {
@@ -186,7 +186,7 @@ func replaysOf(ctx context.Context, st jetstream.Stream, s events.Subjects, seq 
 	if info.State.Subjects[subject] == 0 {
 		return nil, nil
 	}
-	var out []Replay
+	var out []ReplayRecord
 	for n := seq + 1; n <= info.State.LastSeq; n++ {
 		raw, err := st.GetMsg(ctx, n, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -203,7 +203,7 @@ func replaysOf(ctx context.Context, st jetstream.Stream, s events.Subjects, seq 
 	return out, nil
 }
 
-// ReplayDeadLetter republishes the (redacted) copy of dead letter seq to its original subject
+// Replay republishes the (redacted) copy of dead letter seq to its original subject
 // as a new command: the Proxbus-Dlq-* headers removed, [HeaderReplayOf] set to seq, the
 // CloudEvents id (the ce-id header, or a structured body's "id") replaced by
 // "<original id>-replay-<seq>" so the command runs afresh instead of being answered from the
@@ -211,25 +211,25 @@ func replaysOf(ctx context.Context, st jetstream.Stream, s events.Subjects, seq 
 // original Nats-Msg-Id, else the CloudEvents id, else "dlq") so replaying the same letter
 // twice within the duplicate window enqueues it once. It then records the replay with a
 // marker in the DLQ stream (see [HeaderReplayedOf]) and returns it. Errors: one wrapping
-// ErrDeadLetterNotFound when there is no such letter, the publish error, or the marker's
-// publish error (the command was published then; the returned Replay says as what).
-func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subjects, seq uint64) (Replay, error) {
-	d, err := GetDeadLetter(ctx, js, s, seq)
+// ErrNotFound when there is no such letter, the publish error, or the marker's
+// publish error (the command was published then; the returned ReplayRecord says as what).
+func Replay(ctx context.Context, js jetstream.JetStream, s events.Subjects, seq uint64) (ReplayRecord, error) {
+	d, err := Get(ctx, js, s, seq)
 	if err != nil {
-		return Replay{}, err
+		return ReplayRecord{}, err
 	}
 	if d.OriginalSubject == "" {
-		return Replay{}, fmt.Errorf("dlq seq %d has no %s header", seq, HeaderDLQSubject)
+		return ReplayRecord{}, fmt.Errorf("dlq seq %d has no %s header", seq, HeaderDLQSubject)
 	}
 	h := nats.Header{}
 	for k, v := range d.Header {
-		if strings.HasPrefix(strings.ToLower(k), strings.ToLower(dlqHeaderPrefix)) || strings.EqualFold(k, jetstreamMsgID) {
+		if strings.HasPrefix(strings.ToLower(k), strings.ToLower(HeaderPrefix)) || strings.EqualFold(k, jetstreamMsgID) {
 			continue
 		}
 		h[k] = slices.Clone(v)
 	}
 	suffix := "-replay-" + strconv.FormatUint(seq, 10)
-	r := Replay{DeadLetterSeq: seq}
+	r := ReplayRecord{DeadLetterSeq: seq}
 	data := d.Data
 	if id := h.Get("ce-id"); id != "" {
 		r.CommandID, r.CommandSource = id+suffix, h.Get("ce-source")
@@ -241,7 +241,7 @@ func ReplayDeadLetter(ctx context.Context, js jetstream.JetStream, s events.Subj
 	h.Set(HeaderReplayOf, strconv.FormatUint(seq, 10))
 	ack, err := js.PublishMsg(ctx, &nats.Msg{Subject: d.OriginalSubject, Header: h, Data: data})
 	if err != nil {
-		return Replay{}, fmt.Errorf("replay dlq seq %d to %s: %w", seq, d.OriginalSubject, err)
+		return ReplayRecord{}, fmt.Errorf("replay dlq seq %d to %s: %w", seq, d.OriginalSubject, err)
 	}
 	r.CommandSeq, r.Time = ack.Sequence, time.Now().UTC()
 	if ack.Duplicate {
@@ -280,11 +280,11 @@ func withStructuredID(data []byte, suffix string) (body []byte, id, source strin
 	return body, id, source, true
 }
 
-// PurgeDeadLetters removes the dead letters stored before before (all of them when before is
+// Purge removes the dead letters stored before before (all of them when before is
 // zero), with their replay markers, and returns how many letters it removed. It reads the
 // stream once to find the cut and count, then purges every message below the cut (letters
 // stored meanwhile are kept). Errors: the JetStream error, wrapped.
-func PurgeDeadLetters(ctx context.Context, js jetstream.JetStream, s events.Subjects, before time.Time) (int, error) {
+func Purge(ctx context.Context, js jetstream.JetStream, s events.Subjects, before time.Time) (int, error) {
 	st, err := js.Stream(ctx, s.DLQStream())
 	if err != nil {
 		return 0, fmt.Errorf("dlq stream %s: %w", s.DLQStream(), err)

@@ -1,4 +1,4 @@
-package consumer
+package deadletter
 
 import (
 	"encoding/base64"
@@ -78,7 +78,7 @@ func TestRedactHeader(t *testing.T) {
 func TestBuildDeadLetterTruncatesToMaxPayload(t *testing.T) {
 	t.Parallel()
 	s := events.NewSubjects("proxbus")
-	o := original{Subject: "proxbus.cmd.vm.start", Header: nats.Header{}, Data: []byte(strings.Repeat("x", 10000)), StreamSeq: 7, Deliveries: 2}
+	o := Original{Subject: "proxbus.cmd.vm.start", Header: nats.Header{}, Data: []byte(strings.Repeat("x", 10000)), StreamSeq: 7, Deliveries: 2}
 	tests := []struct {
 		name       string
 		maxPayload int64
@@ -91,7 +91,7 @@ func TestBuildDeadLetterTruncatesToMaxPayload(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := buildDeadLetter(s, o, "", "max_deliveries", "", time.Unix(0, 0), tt.maxPayload)
+			m := Build(s, o, "", "max_deliveries", "", time.Unix(0, 0), tt.maxPayload)
 			if m.Subject != "proxbus.dlq.unknown" || m.Header.Get("Nats-Msg-Id") != "dlq-7" || m.Header.Get(HeaderDLQDeliveries) != "2" {
 				t.Errorf("copy = %s %v", m.Subject, m.Header)
 			}

@@ -1,4 +1,4 @@
-package consumer
+package deadletter
 
 import (
 	"bytes"
