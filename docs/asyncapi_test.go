@@ -19,9 +19,9 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/deadletter"
+	"github.com/proxbus/proxbus/internal/guestconfig"
 	"github.com/proxbus/proxbus/internal/handlers"
-	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
 // asyncAPIDoc is docs/asyncapi.yaml decoded as plain YAML.
@@ -128,7 +128,7 @@ func toSet(list []string) map[string]bool {
 func TestAsyncAPIMatchesCode(t *testing.T) {
 	t.Parallel()
 	doc := loadAsyncAPI(t)
-	hf := parsePackage(t, "../handlers")
+	hf := parsePackage(t, "../internal/handlers")
 	ef := parsePackage(t, "../events")
 
 	verbs := handlers.NewRegistry(handlers.Builtin()...).Names()
@@ -138,7 +138,7 @@ func TestAsyncAPIMatchesCode(t *testing.T) {
 	for _, u := range unresolved {
 		t.Errorf("step name not statically known (use a string literal or constant): %s", u)
 	}
-	dlqReasons := append(hf.decisionReasons(), consumer.ReasonDeadLetter, consumer.ReasonInvalidCommand)
+	dlqReasons := append(hf.decisionReasons(), deadletter.ReasonDeadLetter, deadletter.ReasonInvalidCommand)
 
 	tests := []struct {
 		name string
@@ -535,7 +535,7 @@ func TestAsyncAPISchemasMatchTypes(t *testing.T) {
 		{[]string{"VmSnapshotCreateData", "VmSnapshotDeleteData", "VmSnapshotRollbackData"}, reflect.TypeFor[handlers.SnapshotInput]()},
 		{[]string{"NodeRebootData"}, reflect.TypeFor[handlers.NodeRebootInput]()},
 		{[]string{"VmListData"}, reflect.TypeFor[handlers.VMListInput]()},
-		{[]string{"VmConfigGetOutput"}, reflect.TypeFor[proxmox.VMConfig]()},
+		{[]string{"VmConfigGetOutput"}, reflect.TypeFor[guestconfig.Config]()},
 		{[]string{"Step"}, reflect.TypeFor[events.Step]()},
 		{[]string{"Result"}, reflect.TypeFor[events.Result]()},
 		{[]string{"JournalRepaired"}, reflect.TypeFor[events.JournalRepaired]()},

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/guestconfig"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
@@ -238,7 +238,7 @@ func TestVMConfigGet(t *testing.T) {
 	if res.Status != 200 || res.Result != "ok" {
 		t.Fatalf("%d %s %s", res.Status, res.Reason, res.Detail)
 	}
-	var cfg proxmox.VMConfig
+	var cfg guestconfig.Config
 	if err := json.Unmarshal(res.Output, &cfg); err != nil {
 		t.Fatalf("output: %v", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/guestconfig"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/sim/nodeshell"
 )
@@ -54,13 +55,13 @@ func (e *env) stepTrail(cmd events.Command) []string {
 }
 
 // vmConfig reads a guest's parsed configuration through vm.config.get.
-func (e *env) vmConfig(t *testing.T, vmid int64) proxmox.VMConfig {
+func (e *env) vmConfig(t *testing.T, vmid int64) guestconfig.Config {
 	t.Helper()
 	res := e.send(e.guestCommand("vm.config.get", fmt.Sprintf(`{"vm":%d}`, vmid)))
 	if res.Status != 200 {
 		t.Fatalf("vm.config.get %d: %d %s", vmid, res.Status, res.Reason)
 	}
-	var cfg proxmox.VMConfig
+	var cfg guestconfig.Config
 	if err := json.Unmarshal(res.Output, &cfg); err != nil {
 		t.Fatalf("config: %v", err)
 	}
@@ -115,7 +116,7 @@ func TestProvisionFromTemplate(t *testing.T) {
 			t.Errorf("steps %v\nwant  %v", got, want)
 		}
 		cfg := e.vmConfig(t, 301)
-		var scsi0 proxmox.Disk
+		var scsi0 guestconfig.Disk
 		for _, d := range cfg.Disks {
 			if d.Device == "scsi0" {
 				scsi0 = d
@@ -127,7 +128,7 @@ func TestProvisionFromTemplate(t *testing.T) {
 		if len(cfg.Unused) != 1 || cfg.Unused[0].Storage != "ceph" {
 			t.Errorf("unused %+v: the source copy must stay as an unused disk", cfg.Unused)
 		}
-		nics := map[string]proxmox.NIC{}
+		nics := map[string]guestconfig.NIC{}
 		for _, n := range cfg.NICs {
 			nics[n.Device] = n
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/proxbus/proxbus/internal/guestconfig"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
@@ -135,7 +136,7 @@ func classify(err error) (Outcome, failure) {
 		return refused(409, ReasonUnsupportedForContainer)
 	case errors.Is(err, proxmox.ErrReservedSnapshotName):
 		return refused(422, ReasonReservedSnapshotName)
-	case errors.Is(err, proxmox.ErrBadConfig):
+	case errors.Is(err, guestconfig.ErrMalformed):
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()}, final
 	case errors.As(err, &taskErr):
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID,

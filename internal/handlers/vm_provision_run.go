@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/guestconfig"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/store"
 )
@@ -295,7 +296,7 @@ func (p *provision) relocate(ctx context.Context) *Outcome {
 	if err != nil {
 		return refuse("the new VM's configuration could not be read")
 	}
-	cfg, err := proxmox.ParseVMConfig(string(proxmox.GuestQEMU), raw, in.TargetNode, in.NewVMID)
+	cfg, err := guestconfig.Parse(string(proxmox.GuestQEMU), raw, in.TargetNode, in.NewVMID)
 	if err != nil {
 		return refuse("the new VM's configuration is malformed")
 	}
@@ -399,7 +400,7 @@ func (p *provision) cloudInitStorage(raw map[string]string) string {
 	if p.in.Storage != "" {
 		return p.in.Storage
 	}
-	if cfg, err := proxmox.ParseVMConfig(string(proxmox.GuestQEMU), raw, p.in.TargetNode, p.in.NewVMID); err == nil {
+	if cfg, err := guestconfig.Parse(string(proxmox.GuestQEMU), raw, p.in.TargetNode, p.in.NewVMID); err == nil {
 		for _, d := range cfg.Disks {
 			if d.Storage != "" {
 				return d.Storage
@@ -494,7 +495,7 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.TargetNode, in.NewVMID)
 	var disk string
 	if err == nil {
-		if cfg, perr := proxmox.ParseVMConfig(string(proxmox.GuestQEMU), raw, in.TargetNode, in.NewVMID); perr == nil {
+		if cfg, perr := guestconfig.Parse(string(proxmox.GuestQEMU), raw, in.TargetNode, in.NewVMID); perr == nil {
 			disk = bootDisk(cfg)
 		}
 	}
@@ -514,7 +515,7 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 	return nil
 }
 
-func bootDisk(cfg proxmox.VMConfig) string {
+func bootDisk(cfg guestconfig.Config) string {
 	for _, d := range cfg.Disks {
 		if d.Bootable {
 			return d.Device

@@ -2,6 +2,7 @@ package proxmox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,7 +108,6 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 	if hc.Transport == nil {
 		hc.Transport = http.DefaultTransport
 	}
-	hc.Transport = answerCapture{next: hc.Transport}
 	if o.wrap != nil {
 		hc.Transport = o.wrap(cfg, hc.Transport)
 	}
@@ -162,10 +162,11 @@ type request struct {
 	secrets []string   // extra values to scrub from errors (passwords sent in form)
 }
 
-// do sends r through go-proxmox and decodes the "data" of a 2xx answer into out (when not
-// nil) in one pass over the body (see answerCapture). Every failure is returned as
-// *APIError or *TransportError; a 2xx answer whose data is null ("empty answer") or cannot
-// be decoded into out is a sent *TransportError whose cause reads "unreadable answer: …".
+// do sends r through go-proxmox's [gp.Client.Req], which decodes the "data" of a 2xx answer
+// (the whole body when it has none) into out with encoding/json; out nil decodes nothing.
+// Every failure is returned as *APIError or *TransportError; a 2xx answer that is not JSON,
+// whose data is null ("empty answer") or whose data cannot be decoded into out is a sent
+// *TransportError whose cause reads "unreadable answer: …".
 func (c *Client) do(ctx context.Context, r request, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -191,29 +192,18 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 	if r.form != nil {
 		body = []byte(r.form.Encode())
 	}
-	var ans *answer // go-proxmox gets no decode target: it drops the (captured) body
+	var ans *answer
+	var into any // nil: go-proxmox reads the answer and decodes nothing
 	if out != nil {
-		ans = &answer{}
-		ctx = withAnswer(ctx, ans)
+		ans = &answer{out: out}
+		into = ans
 	}
 	secrets := append(append([]string(nil), c.secrets...), r.secrets...)
 
 	start := time.Now()
-	err := c.gp.Req(ctx, r.method, target, body, nil)
-	if err == nil && ans != nil {
-		derr := errEmptyAnswer
-		if ans.got {
-			derr = decodeAnswer(ans.body, out)
-		}
-		if derr != nil {
-			// A 2xx answer came back, so the request was delivered (and a write may have
-			// been applied).
-			te := &TransportError{Method: r.method, Path: r.path, Sent: true,
-				Err: scrubbedError{err: fmt.Errorf("unreadable answer: %w", derr), secrets: secrets}}
-			c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
-				slog.String("path", r.path), slog.String("outcome", te.Error()))
-			return te
-		}
+	err := c.gp.Req(ctx, r.method, target, body, into)
+	if err == nil && ans != nil && !ans.got {
+		err = errEmptyAnswer
 	}
 	if err == nil {
 		c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
@@ -243,9 +233,47 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		return ae
 	}
 	te := &TransportError{Method: r.method, Path: r.path, Sent: wrote.Load(), Err: scrubbedError{err: err, secrets: secrets}}
+	if undecodable(err, ans) {
+		// A 2xx answer came back, so the request was delivered (and a write may have been
+		// applied).
+		te.Sent = true
+		te.Err = scrubbedError{err: fmt.Errorf("unreadable answer: %w", err), secrets: secrets}
+	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
 		slog.String("path", r.path), slog.String("outcome", te.Error()))
 	return te
+}
+
+// answer is do's decode target: go-proxmox hands it the answer's non-null data and it decodes
+// that into out with encoding/json. A null data leaves it untouched (got false), as
+// encoding/json leaves any pointer target.
+type answer struct {
+	out any
+	got bool  // data arrived
+	err error // decoding it into out failed
+}
+
+// UnmarshalJSON decodes data into a.out.
+func (a *answer) UnmarshalJSON(data []byte) error {
+	a.got = true
+	a.err = json.Unmarshal(data, a.out)
+	return a.err
+}
+
+// errEmptyAnswer is the cause of a 2xx answer whose data is null.
+var errEmptyAnswer = errors.New("empty answer")
+
+// undecodable reports whether err, returned by go-proxmox for a request with decode target
+// ans, means that a 2xx answer came but could not be decoded: go-proxmox's own decode of the
+// body failed (not JSON, not an object), its data was null, or decoding the data into the
+// target failed. Only a 2xx answer's body is ever decoded.
+func undecodable(err error, ans *answer) bool {
+	if ans == nil {
+		return false
+	}
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return ans.err != nil || errors.Is(err, errEmptyAnswer) || errors.As(err, &syn) || errors.As(err, &typ)
 }
 
 // scrub removes known secret values and secret-named assignments from s.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -31,7 +32,8 @@ func (b *blockingReads) read(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// waitFor waits until started delivers want.
+// waitFor waits until started delivers want (in a synctest bubble the timeout passes as soon
+// as every goroutine is blocked).
 func (b *blockingReads) waitFor(t *testing.T, want int64) {
 	t.Helper()
 	select {
@@ -48,6 +50,10 @@ func (b *blockingReads) waitFor(t *testing.T, want int64) {
 // read 1 runs are not answered by it; they all share read 2, which starts after read 1 ends.
 func TestCoalescerNeverAnswersWithAnOlderRead(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testCoalescerNeverAnswersWithAnOlderRead)
+}
+
+func testCoalescerNeverAnswersWithAnOlderRead(t *testing.T) {
 	var co coalescer[int64]
 	b := newBlockingReads()
 	first := make(chan int64, 1)
@@ -67,8 +73,9 @@ func TestCoalescerNeverAnswersWithAnOlderRead(t *testing.T) {
 		})
 	}
 	// Let every late caller queue behind read 1 (they block until it ends).
-	for co.queuedWaiters() < late {
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if n := co.queuedWaiters(); n != late {
+		t.Fatalf("%d callers queued behind read 1, want %d", n, late)
 	}
 	b.release <- struct{}{} // read 1 ends
 	if v := <-first; v != 1 {
@@ -92,6 +99,10 @@ func TestCoalescerNeverAnswersWithAnOlderRead(t *testing.T) {
 // and that the reading caller's cancellation does not fail the callers sharing its read.
 func TestCoalescerCancellation(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testCoalescerCancellation)
+}
+
+func testCoalescerCancellation(t *testing.T) {
 	var co coalescer[int64]
 	b := newBlockingReads()
 	runnerCtx, cancelRunner := context.WithCancel(context.Background())
@@ -102,8 +113,9 @@ func TestCoalescerCancellation(t *testing.T) {
 	waiterCtx, cancelWaiter := context.WithCancel(context.Background())
 	waiter := make(chan error, 1)
 	go func() { _, err := co.do(waiterCtx, b.read); waiter <- err }()
-	for co.queuedWaiters() < 1 {
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if n := co.queuedWaiters(); n != 1 {
+		t.Fatalf("%d callers queued behind the read, want 1", n)
 	}
 	cancelWaiter()
 	if err := <-waiter; !errors.Is(err, context.Canceled) {

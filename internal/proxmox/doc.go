@@ -1,6 +1,15 @@
 // Package proxmox is proxbus's driver for the Proxmox VE API, built on
 // github.com/luthermonson/go-proxmox.
 //
+// Every API call goes through go-proxmox's Client.Req as shipped: it sends the request with
+// the API token (failing over between an endpoint's URLs), turns a refusal into its APIError
+// and decodes the "data" of a 2xx answer with encoding/json into a target of this package.
+// PVE's loosely typed values (numbers that may come as strings, booleans as 0/1) are read by
+// json.Unmarshaler types here. The one exchange outside the API, and so outside go-proxmox,
+// is the SSH node shell ([DialNodeShell], [DownloadOverSSH]), the fallback for image
+// downloads: it runs commands on a node, which no API call does. A guest's configuration is
+// parsed by package guestconfig.
+//
 // It owns everything proxbus needs to talk to a cluster: the endpoints file (one entry per
 // NetBox ProxmoxEndpoint), token secrets that never leave the process, TLS with CA files or
 // certificate fingerprint pinning, and typed operations that return a small, stable set of

@@ -3,7 +3,6 @@ package proxmox
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -180,16 +179,12 @@ func (c *Client) guestStatus(ctx context.Context, g Guest) (string, error) {
 		return "", err
 	}
 	r := request{method: http.MethodGet, path: g.basePath() + "/status/current"}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
+	var m flatMap
+	if err := c.do(ctx, r, &m); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			return "", fmt.Errorf("%w: %s %d on %s: %w", ErrVMNotFound, g.Type, g.VMID, g.Node, err)
 		}
 		return "", err
-	}
-	m, err := flatObject(raw)
-	if err != nil {
-		return "", unreadable(r, err)
 	}
 	st := m["status"]
 	if g.Type == GuestQEMU && st == StatusRunning && m["qmpstatus"] == StatusPaused {

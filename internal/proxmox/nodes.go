@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"net/url"
 	"sync"
@@ -32,13 +31,9 @@ type Version struct {
 // readiness probe. Errors: see the package doc.
 func (c *Client) Version(ctx context.Context) (Version, error) {
 	r := request{method: http.MethodGet, path: "/version"}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
+	var m flatMap
+	if err := c.do(ctx, r, &m); err != nil {
 		return Version{}, err
-	}
-	m, err := flatObject(raw)
-	if err != nil {
-		return Version{}, unreadable(r, err)
 	}
 	return Version{Version: m["version"], Release: m["release"], RepoID: m["repoid"]}, nil
 }

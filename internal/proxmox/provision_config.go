@@ -2,7 +2,6 @@ package proxmox
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -24,13 +23,9 @@ func (c *Client) RawVMConfig(ctx context.Context, node string, vmid int64) (map[
 		return nil, err
 	}
 	r := request{method: http.MethodGet, path: g.basePath() + "/config", query: url.Values{"current": {"1"}}}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
+	var m flatMap
+	if err := c.do(ctx, r, &m); err != nil {
 		return nil, guestNotFound(g, err)
-	}
-	m, err := flatObject(raw)
-	if err != nil {
-		return nil, unreadable(r, err)
 	}
 	return m, nil
 }
@@ -124,10 +119,7 @@ func (c *Client) runOptionalTask(ctx context.Context, node string, r request) (s
 }
 
 // nullAnswer reports whether err is do's "empty answer": a 2xx whose data was null.
-func nullAnswer(err error) bool {
-	var te *TransportError
-	return errors.As(err, &te) && te.Sent && te.Err != nil && strings.HasSuffix(te.Err.Error(), "unreadable answer: empty answer")
-}
+func nullAnswer(err error) bool { return errors.Is(err, errEmptyAnswer) }
 
 // nicModels is the enum of PVE's netN model (PVE 9.2 schema, net[n] keyAlias "model").
 var nicModels = []string{

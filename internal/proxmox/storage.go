@@ -50,7 +50,7 @@ func (c *Client) Storage(ctx context.Context, id string) (StorageConfig, error) 
 	if id == "" {
 		return nil, &APIError{Method: r.method, Path: r.path, Status: http.StatusNotFound, Message: "empty storage id"}
 	}
-	var m flatMap // decoded in go-proxmox's pass; an unreadable answer is do's error
+	var m flatMap // an unreadable answer is do's error
 	if err := c.do(ctx, r, &m); err != nil {
 		return nil, err
 	}

@@ -6,18 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
-
-	"github.com/go-json-experiment/json/jsontext"
-	"github.com/proxbus/proxbus/internal/jsonstr"
 )
 
 // The flat decoding: a PVE JSON object becomes strings the way PVE's config files hold
 // them: strings as is, numbers as written ("8007", "0.75", "1e3"), booleans "1"/"0"; null
 // members are dropped (a later null also drops an earlier duplicate); nested arrays/objects
-// keep their exact JSON text. One pass of a streaming JSON decoder (jsontext) reads each
-// document and renders every value from its raw bytes.
+// keep their exact JSON text. Decoding follows encoding/json: a later duplicate member wins
+// and invalid UTF-8 in strings is replaced.
 
 // flatObject decodes the JSON object raw with the flat rules. A null raw is an empty map;
 // anything but an object (or invalid JSON) is an error.
@@ -29,157 +25,76 @@ func flatObject(raw json.RawMessage) (map[string]string, error) {
 	return m, nil
 }
 
-// flatList decodes the JSON array of objects raw with the flat rules (a null item is an
-// empty map). A null raw is an empty list; anything but an array of objects (or invalid
-// JSON) is an error.
-func flatList(raw json.RawMessage) ([]map[string]string, error) {
-	var l flatMaps
-	if err := l.UnmarshalJSON(raw); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
 // flatMap is a JSON object decoded with the flat rules; as a json.Unmarshaler it can be the
-// target of Client.do.
+// target of Client.do. Anything but an object is an error.
 type flatMap map[string]string
 
 // UnmarshalJSON decodes the object data (null → an empty map) into *m.
 func (m *flatMap) UnmarshalJSON(data []byte) error {
-	dec := newFlatDecoder(data)
-	obj, err := readFlatObject(dec, memberNames{})
-	if err == nil {
-		err = readEnd(dec)
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(data, &members); err != nil {
+		return kindError(data, "an object", err)
 	}
-	if err != nil {
-		return err
+	out := make(map[string]string, len(members))
+	for name, raw := range members {
+		s, ok, err := flatValue(raw)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: %w", name, err)
+		case ok: // null drops the member
+			out[name] = s
+		}
 	}
-	*m = obj
+	*m = out
 	return nil
 }
 
-// flatMaps is a JSON array of objects decoded with the flat rules; as a json.Unmarshaler it
-// can be the target of Client.do.
+// flatMaps is a JSON array of objects decoded with the flat rules (a null item is an empty
+// map); as a json.Unmarshaler it can be the target of Client.do. Anything but an array of
+// objects is an error.
 type flatMaps []map[string]string
 
 // UnmarshalJSON decodes the array data (null → an empty list) into *l.
 func (l *flatMaps) UnmarshalJSON(data []byte) error {
-	dec := newFlatDecoder(data)
-	list := flatMaps{}
-	names := memberNames{}
-	switch tok, err := dec.ReadToken(); {
-	case err != nil:
-		return err
-	case tok.Kind() == 'n':
-	case tok.Kind() != '[':
-		return fmt.Errorf("a JSON %s where a list was expected", kindName(tok.Kind()))
-	default:
-		for dec.PeekKind() != ']' {
-			obj, err := readFlatObject(dec, names)
-			if err != nil {
-				return fmt.Errorf("item %d: %w", len(list), err)
-			}
-			list = append(list, obj)
-		}
-		if _, err := dec.ReadToken(); err != nil { // ]
-			return err
-		}
+	var items []json.RawMessage
+	if err := json.Unmarshal(data, &items); err != nil {
+		return kindError(data, "a list", err)
 	}
-	if err := readEnd(dec); err != nil {
-		return err
+	list := make(flatMaps, 0, len(items))
+	for i, raw := range items {
+		var m flatMap
+		if err := m.UnmarshalJSON(raw); err != nil {
+			return fmt.Errorf("item %d: %w", i, err)
+		}
+		list = append(list, m)
 	}
 	*l = list
 	return nil
 }
 
-// readFlatObject reads one object (null → an empty map) from dec with the flat rules.
-func readFlatObject(dec *jsontext.Decoder, names memberNames) (map[string]string, error) {
-	tok, err := dec.ReadToken()
-	switch {
-	case err != nil:
-		return nil, err
-	case tok.Kind() == 'n':
-		return map[string]string{}, nil
-	case tok.Kind() != '{':
-		return nil, fmt.Errorf("a JSON %s where an object was expected", kindName(tok.Kind()))
+// kindError turns encoding/json's complaint that the valid JSON value data does not fit its
+// target into "a JSON KIND where WANT was expected"; any other error is returned as is.
+func kindError(data []byte, want string, err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
 	}
-	out := make(map[string]string)
-	for dec.PeekKind() != '}' {
-		name, err := names.read(dec)
-		if err != nil {
-			return nil, err
-		}
-		val, err := dec.ReadValue()
-		if err != nil {
-			return nil, err
-		}
-		s, ok, err := flatValue(val)
-		switch {
-		case err != nil:
-			return nil, fmt.Errorf("%s: %w", name, err)
-		case ok:
-			out[name] = s
-		default: // null drops the member, also an earlier one of the same name
-			delete(out, name)
+	kind := "value"
+	if v := bytes.TrimSpace(data); len(v) > 0 {
+		switch v[0] {
+		case '[':
+			kind = "array"
+		case '{':
+			kind = "object"
+		case '"':
+			kind = "string"
+		case 't', 'f':
+			kind = "boolean"
+		default:
+			kind = "number"
 		}
 	}
-	if _, err := dec.ReadToken(); err != nil { // }
-		return nil, err
-	}
-	return out, nil
-}
-
-// memberNames interns the member names of one document: the items of a PVE list repeat the
-// same few names, each is allocated once.
-type memberNames map[string]string
-
-// read reads the next member name from dec.
-func (n memberNames) read(dec *jsontext.Decoder) (string, error) {
-	raw, err := dec.ReadValue()
-	if err != nil {
-		return "", err
-	}
-	if name, ok := n[string(raw)]; ok { // no allocation: the conversion is only a lookup
-		return name, nil
-	}
-	name, _, err := flatValue(raw) // the member name is a JSON string
-	if err != nil {
-		return "", err
-	}
-	n[string(raw)] = name
-	return name, nil
-}
-
-// newFlatDecoder reads data as encoding/json does: duplicate member names (the last one
-// wins) and invalid UTF-8 (replaced) are accepted.
-func newFlatDecoder(data []byte) *jsontext.Decoder {
-	return jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-}
-
-// kindName names a JSON kind in an error.
-func kindName(k jsontext.Kind) string {
-	switch k {
-	case '[':
-		return "array"
-	case '{':
-		return "object"
-	case '"':
-		return "string"
-	case '0':
-		return "number"
-	case 't', 'f':
-		return "boolean"
-	default:
-		return k.String()
-	}
-}
-
-// readEnd requires dec to be at the end of its input.
-func readEnd(dec *jsontext.Decoder) error {
-	if _, err := dec.ReadToken(); err != io.EOF {
-		return fmt.Errorf("data after the value: %w", err)
-	}
-	return nil
+	return fmt.Errorf("a JSON %s where %s was expected", kind, want)
 }
 
 // errNotString is flatValue's error for a value that starts with a quote but is not a valid
@@ -194,8 +109,8 @@ func flatValue(v []byte) (string, bool, error) {
 	}
 	switch v[0] {
 	case '"':
-		s, ok := jsonstr.Decode(v)
-		if !ok {
+		var s string
+		if err := json.Unmarshal(v, &s); err != nil {
 			return "", false, errNotString // the value is not quoted: it may be a secret
 		}
 		return s, true, nil
@@ -238,9 +153,9 @@ func flatFloat(m map[string]string, key string) float64 {
 	return f
 }
 
-// getList performs a GET that answers a list of objects, decodes it with [flatList]'s
-// rules in the same pass as go-proxmox's and converts each item. An answer that is not a
-// list of objects is a *TransportError (sent) with "unreadable answer".
+// getList performs a GET that answers a list of objects, decodes it with [flatMaps]' rules
+// and converts each item. An answer that is not a list of objects is a *TransportError
+// (sent) with "unreadable answer".
 func getList[T any](ctx context.Context, c *Client, r request, conv func(map[string]string) T) ([]T, error) {
 	var items flatMaps
 	if err := c.do(ctx, r, &items); err != nil {

@@ -3,10 +3,11 @@ package proxmox
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
+
+	"github.com/proxbus/proxbus/internal/guestconfig"
 )
 
 // GuestSummary is one VM or container in [Client.Guests].
@@ -45,23 +46,19 @@ func (c *Client) Guests(ctx context.Context, node string) ([]GuestSummary, error
 }
 
 // VMConfig reads g's configuration (GET /nodes/{node}/{qemu|lxc}/{vmid}/config), flattens
-// it to strings as PVE's config file holds them, and parses it with [ParseVMConfig].
-// Errors: [ErrVMNotFound] when g is gone from its node, the parser's error, or the
-// request's error.
-func (c *Client) VMConfig(ctx context.Context, g Guest) (VMConfig, error) {
+// it to strings as PVE's config file holds them, and parses it with [guestconfig.Parse].
+// Errors: [ErrVMNotFound] when g is gone from its node, the parser's error (matching
+// [guestconfig.ErrMalformed]), or the request's error.
+func (c *Client) VMConfig(ctx context.Context, g Guest) (guestconfig.Config, error) {
 	if err := g.check(); err != nil {
-		return VMConfig{}, err
+		return guestconfig.Config{}, err
 	}
 	r := request{method: http.MethodGet, path: g.basePath() + "/config"}
-	var raw json.RawMessage
-	if err := c.do(ctx, r, &raw); err != nil {
-		return VMConfig{}, guestNotFound(g, err)
+	var m flatMap
+	if err := c.do(ctx, r, &m); err != nil {
+		return guestconfig.Config{}, guestNotFound(g, err)
 	}
-	m, err := flatObject(raw)
-	if err != nil {
-		return VMConfig{}, unreadable(r, err)
-	}
-	return ParseVMConfig(string(g.Type), m, g.Node, g.VMID)
+	return guestconfig.Parse(string(g.Type), m, g.Node, g.VMID)
 }
 
 // isNotFound reports whether err is a refusal meaning "does not exist".

@@ -1,4 +1,4 @@
-package proxmox
+package guestconfig
 
 import (
 	"errors"
@@ -6,28 +6,29 @@ import (
 	"strings"
 )
 
-// ErrBadConfig: a guest configuration key that [ParseVMConfig] understands holds a value it
-// cannot parse. Returned errors are [*ConfigError]s naming the key.
-var ErrBadConfig = errors.New("proxmox: malformed guest configuration")
+// ErrMalformed: a guest configuration key that [Parse] understands holds a value it
+// cannot parse. Returned errors are [*Error]s naming the key. Its text names Proxmox: the
+// configuration is a Proxmox guest's.
+var ErrMalformed = errors.New("proxmox: malformed guest configuration")
 
-// ConfigError is a malformed value of one configuration key. It matches [ErrBadConfig].
+// Error is a malformed value of one configuration key. It matches [ErrMalformed].
 // Neither field ever holds the configuration value itself (only its key and what is wrong).
-type ConfigError struct {
+type Error struct {
 	Key    string // the configuration key, e.g. "scsi0", "net1", "memory"
 	Reason string // what is wrong, e.g. "size: not a disk size"
 }
 
 // Error renders "proxmox: malformed guest configuration: KEY: REASON".
-func (e *ConfigError) Error() string {
-	return ErrBadConfig.Error() + ": " + e.Key + ": " + e.Reason
+func (e *Error) Error() string {
+	return ErrMalformed.Error() + ": " + e.Key + ": " + e.Reason
 }
 
-// Is makes errors.Is(err, ErrBadConfig) true.
-func (e *ConfigError) Is(target error) bool { return target == ErrBadConfig }
+// Is makes errors.Is(err, ErrMalformed) true.
+func (e *Error) Is(target error) bool { return target == ErrMalformed }
 
-// VMConfig is a guest's configuration as contract §9 vm.config.get outputs it.
+// Config is a guest's configuration as contract §9 vm.config.get outputs it.
 // Every slice is non-nil (JSON "[]" when empty).
-type VMConfig struct {
+type Config struct {
 	VMID string `json:"vmid"` // decimal, e.g. "100"
 	Name string `json:"name"` // QEMU "name" / LXC "hostname"; "" when unset
 	Node string `json:"node"`
@@ -152,14 +153,14 @@ type USBPassthrough struct {
 	Spice   bool   `json:"spice"` // host=spice: a SPICE USB redirection channel
 }
 
-// ParseVMConfig turns a guest's config (GET /nodes/{node}/{qemu|lxc}/{vmid}/config, values as
+// Parse turns a guest's config (GET /nodes/{node}/{qemu|lxc}/{vmid}/config, values as
 // strings: numbers in decimal, booleans "0"/"1") into the typed structure of contract §9
 // vm.config.get. guestType is "qemu" or "lxc". It never fails on unknown keys or unknown
 // options inside a property string; a malformed value of a key it understands → a
-// [*ConfigError] naming the key (errors.Is ErrBadConfig). An empty value of a scalar key
-// counts as unset, as in qemu-server. Defaults are documented on [VMConfig] and [CPU].
-func ParseVMConfig(guestType string, raw map[string]string, node string, vmid int64) (VMConfig, error) {
-	cfg := VMConfig{
+// [*Error] naming the key (errors.Is ErrMalformed). An empty value of a scalar key
+// counts as unset, as in qemu-server. Defaults are documented on [Config] and [CPU].
+func Parse(guestType string, raw map[string]string, node string, vmid int64) (Config, error) {
+	cfg := Config{
 		VMID:      strconv.FormatInt(vmid, 10),
 		Node:      node,
 		Type:      guestType,
@@ -169,26 +170,26 @@ func ParseVMConfig(guestType string, raw map[string]string, node string, vmid in
 		NICs:      []NIC{},
 		PCI:       []PCIPassthrough{},
 		USB:       []USBPassthrough{},
-		Tags:      vmcTags(raw["tags"]),
+		Tags:      splitTags(raw["tags"]),
 	}
 	cfg.Description = raw["description"]
 	var err error
 	switch guestType {
 	case "qemu":
-		err = vmcQemu(&cfg, raw)
+		err = qemu(&cfg, raw)
 	case "lxc":
-		err = vmcLXC(&cfg, raw)
+		err = lxc(&cfg, raw)
 	default:
-		err = &ConfigError{Key: "type", Reason: "guest type must be qemu or lxc"}
+		err = &Error{Key: "type", Reason: "guest type must be qemu or lxc"}
 	}
 	if err != nil {
-		return VMConfig{}, err
+		return Config{}, err
 	}
 	return cfg, nil
 }
 
-// vmcTags splits a pve-tag-list the way PVE::Tools::split_list does (";", "," and spaces).
-func vmcTags(s string) []string {
+// splitTags splits a pve-tag-list the way PVE::Tools::split_list does (";", "," and spaces).
+func splitTags(s string) []string {
 	tags := strings.FieldsFunc(s, func(r rune) bool {
 		return r == ';' || r == ',' || r == ' ' || r == '\t' || r == '\n' || r == '\r'
 	})

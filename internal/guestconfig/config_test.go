@@ -1,4 +1,4 @@
-package proxmox_test
+package guestconfig_test
 
 import (
 	"bytes"
@@ -11,13 +11,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/guestconfig"
 )
 
-// vmcFixture loads testdata/vmconfig/NAME, a GET …/config answer as PVE sends it
+// loadFixture loads testdata/vmconfig/NAME, a GET …/config answer as PVE sends it
 // ({"data": {…}} with JSON numbers, strings and arrays), and flattens it to strings the way
 // the client does: numbers in decimal, booleans "0"/"1", arrays as their JSON text.
-func vmcFixture(t *testing.T, name string) map[string]string {
+func loadFixture(t *testing.T, name string) map[string]string {
 	t.Helper()
 	body, err := os.ReadFile(filepath.Join("testdata", "vmconfig", name))
 	if err != nil {
@@ -51,18 +51,18 @@ func vmcFixture(t *testing.T, name string) map[string]string {
 	return out
 }
 
-// vmcMustParse parses raw and fails the test on an error.
-func vmcMustParse(t *testing.T, guestType string, raw map[string]string, vmid int64) proxmox.VMConfig {
+// mustParse parses raw and fails the test on an error.
+func mustParse(t *testing.T, guestType string, raw map[string]string, vmid int64) guestconfig.Config {
 	t.Helper()
-	cfg, err := proxmox.ParseVMConfig(guestType, raw, "pve1", vmid)
+	cfg, err := guestconfig.Parse(guestType, raw, "pve1", vmid)
 	if err != nil {
-		t.Fatalf("ParseVMConfig: %v", err)
+		t.Fatalf("Parse: %v", err)
 	}
 	return cfg
 }
 
-// vmcDiff fails with both values as JSON when got != want.
-func vmcDiff(t *testing.T, what string, got, want any) {
+// diff fails with both values as JSON when got != want.
+func diff(t *testing.T, what string, got, want any) {
 	t.Helper()
 	if reflect.DeepEqual(got, want) {
 		return
@@ -72,9 +72,9 @@ func vmcDiff(t *testing.T, what string, got, want any) {
 	t.Errorf("%s:\n got: %s\nwant: %s", what, g, w)
 }
 
-// TestParseVMConfigFixtures pins the parse of realistic configurations, as PVE answers
+// TestParseFixtures pins the parse of realistic configurations, as PVE answers
 // them, field by field.
-func TestParseVMConfigFixtures(t *testing.T) {
+func TestParseFixtures(t *testing.T) {
 	t.Parallel()
 	const (
 		k = int64(1) << 10
@@ -87,59 +87,59 @@ func TestParseVMConfigFixtures(t *testing.T) {
 		fixture   string
 		guestType string
 		vmid      int64
-		want      proxmox.VMConfig
+		want      guestconfig.Config
 	}{
 		{
 			name: "SeaBIOS i440fx VM with virtio disks", fixture: "qemu-seabios-i440fx.json", guestType: "qemu", vmid: 100,
-			want: proxmox.VMConfig{
+			want: guestconfig.Config{
 				VMID: "100", Name: "web01", Node: "pve1", Type: "qemu",
-				CPU:      proxmox.CPU{Sockets: 1, Cores: 2, VCPUs: 2, Type: "kvm64"},
+				CPU:      guestconfig.CPU{Sockets: 1, Cores: 2, VCPUs: 2, Type: "kvm64"},
 				MemoryMB: 4096, Firmware: "seabios", Machine: "i440fx", OSType: "l26",
 				BootOrder: []string{"virtio0", "ide2", "net0"},
-				Disks: []proxmox.Disk{
+				Disks: []guestconfig.Disk{
 					{Device: "virtio0", Storage: "local-lvm", Volume: "vm-100-disk-0", SizeBytes: 32 * g, Format: "raw", Bootable: true},
 					{Device: "virtio1", Storage: "local", Volume: "100/vm-100-disk-1.qcow2", SizeBytes: 512 * m, Format: "qcow2"},
 					{Device: "virtio2", Storage: "nfs-vmdk", Volume: "100/vm-100-disk-2.vmdk", SizeBytes: 2560 * k, Format: "vmdk"},
 					{Device: "virtio10", Storage: "local-lvm", Volume: "vm-100-disk-3", SizeBytes: T, Format: "raw"},
 				},
-				Unused: []proxmox.UnusedDisk{},
-				NICs: []proxmox.NIC{
+				Unused: []guestconfig.UnusedDisk{},
+				NICs: []guestconfig.NIC{
 					{Device: "net0", Model: "virtio", MAC: "BC:24:11:5E:7A:01", Bridge: "vmbr0"},
 				},
-				PCI: []proxmox.PCIPassthrough{}, USB: []proxmox.USBPassthrough{},
+				PCI: []guestconfig.PCIPassthrough{}, USB: []guestconfig.USBPassthrough{},
 				Tags: []string{"prod", "web"},
 			},
 		},
 		{
 			name:    "OVMF q35 VM with EFI, TPM, two storages, Cloud-Init, CD-ROMs, VLANs, PCI and USB passthrough",
 			fixture: "qemu-ovmf-q35.json", guestType: "qemu", vmid: 200,
-			want: proxmox.VMConfig{
+			want: guestconfig.Config{
 				VMID: "200", Name: "win-gpu", Node: "pve1", Type: "qemu",
-				CPU:      proxmox.CPU{Sockets: 2, Cores: 8, VCPUs: 12, NUMA: true, Type: "x86-64-v2-AES"},
+				CPU:      guestconfig.CPU{Sockets: 2, Cores: 8, VCPUs: 12, NUMA: true, Type: "x86-64-v2-AES"},
 				MemoryMB: 16384, Firmware: "ovmf", Machine: "q35", MachineVersion: "8.1", OSType: "win11",
 				BootOrder: []string{"scsi0", "ide2", "net0"},
-				Disks: []proxmox.Disk{
+				Disks: []guestconfig.Disk{
 					{Device: "scsi0", Storage: "local-lvm", Volume: "vm-200-disk-2", SizeBytes: 100 * g, Format: "raw", Bootable: true},
 					{Device: "scsi1", Storage: "ceph", Volume: "vm-200-disk-0", SizeBytes: 500 * g, Format: "raw"},
 					{Device: "scsi2", Storage: "ceph", Volume: "vm-200-disk-1", SizeBytes: 1536 * g, Format: "raw"},
 					{Device: "efidisk0", Storage: "local-lvm", Volume: "vm-200-disk-0", SizeBytes: 4 * m, Format: "raw"},
 					{Device: "tpmstate0", Storage: "local-lvm", Volume: "vm-200-disk-1", SizeBytes: 4 * m, Format: "raw"},
 				},
-				Unused: []proxmox.UnusedDisk{
+				Unused: []guestconfig.UnusedDisk{
 					{Device: "unused0", Storage: "ceph", Volume: "vm-200-disk-2"},
 					{Device: "unused1", Storage: "local-lvm", Volume: "vm-200-disk-5"},
 				},
-				NICs: []proxmox.NIC{
+				NICs: []guestconfig.NIC{
 					{Device: "net0", Model: "virtio", MAC: "BC:24:11:00:00:01", Bridge: "vmbr0", VLAN: 10, Firewall: true},
 					{Device: "net1", Model: "e1000e", MAC: "BC:24:11:00:00:02", Bridge: "vmbr1", VLAN: 4094, Firewall: true},
 					{Device: "net2", Model: "virtio", MAC: "BC:24:11:00:00:03", Bridge: "vmbr1"},
 				},
-				PCI: []proxmox.PCIPassthrough{
+				PCI: []guestconfig.PCIPassthrough{
 					{Device: "hostpci0", Mapping: "rtx4090", PCIe: true, XVGA: true},
 					{Device: "hostpci1", Host: "0000:01:00.1;0000:02:00.0", PCIe: true},
 					{Device: "hostpci2", Host: "03:00"},
 				},
-				USB: []proxmox.USBPassthrough{
+				USB: []guestconfig.USBPassthrough{
 					{Device: "usb0", Host: "046d:c52b", USB3: true},
 					{Device: "usb1", Mapping: "yubikey", USB3: true},
 					{Device: "usb2", Host: "spice", Spice: true},
@@ -152,44 +152,44 @@ func TestParseVMConfigFixtures(t *testing.T) {
 		{
 			name: "container with rootfs, volume, subvolume, device and bind mount points", fixture: "lxc-mountpoints.json",
 			guestType: "lxc", vmid: 101,
-			want: proxmox.VMConfig{
+			want: guestconfig.Config{
 				VMID: "101", Name: "pihole", Node: "pve1", Type: "lxc",
-				CPU:      proxmox.CPU{Sockets: 1, Cores: 2, VCPUs: 2},
+				CPU:      guestconfig.CPU{Sockets: 1, Cores: 2, VCPUs: 2},
 				MemoryMB: 1024, OSType: "debian",
 				BootOrder: []string{},
-				Disks: []proxmox.Disk{
+				Disks: []guestconfig.Disk{
 					{Device: "rootfs", Storage: "local-lvm", Volume: "vm-101-disk-0", SizeBytes: 8 * g, Format: "raw", Bootable: true, MountPoint: "/"},
 					{Device: "mp0", Storage: "ceph", Volume: "vm-101-disk-1", SizeBytes: 100 * g, Format: "raw", MountPoint: "/srv/data"},
 					{Device: "mp2", Storage: "local-zfs", Volume: "subvol-101-disk-2", SizeBytes: 16 * g, Format: "subvol", MountPoint: "/var/log"},
 					{Device: "mp10", Volume: "/dev/sdb1", Format: "raw", MountPoint: "/mnt/usb"},
 				},
-				Unused: []proxmox.UnusedDisk{{Device: "unused0", Storage: "local-lvm", Volume: "vm-101-disk-3"}},
-				NICs: []proxmox.NIC{
+				Unused: []guestconfig.UnusedDisk{{Device: "unused0", Storage: "local-lvm", Volume: "vm-101-disk-3"}},
+				NICs: []guestconfig.NIC{
 					{Device: "net0", Model: "veth", MAC: "BC:24:11:AA:BB:01", Bridge: "vmbr0", VLAN: 10, Firewall: true, Name: "eth0"},
 					{Device: "net1", Model: "veth", MAC: "BC:24:11:AA:BB:02", Bridge: "vmbr1", Name: "eth1"},
 				},
-				PCI: []proxmox.PCIPassthrough{}, USB: []proxmox.USBPassthrough{},
+				PCI: []guestconfig.PCIPassthrough{}, USB: []guestconfig.USBPassthrough{},
 				Description: "Pi-hole DNS\n",
 				Tags:        []string{"dns", "infra"},
 			},
 		},
 		{
 			name: "legacy boot: cdn with bootdisk", fixture: "qemu-legacy-bootdisk.json", guestType: "qemu", vmid: 300,
-			want: proxmox.VMConfig{
+			want: guestconfig.Config{
 				VMID: "300", Name: "old-vm", Node: "pve1", Type: "qemu",
-				CPU:      proxmox.CPU{Sockets: 1, Cores: 1, VCPUs: 1, Type: "kvm64"},
+				CPU:      guestconfig.CPU{Sockets: 1, Cores: 1, VCPUs: 1, Type: "kvm64"},
 				MemoryMB: 1024, Firmware: "seabios", Machine: "i440fx", OSType: "l26",
 				BootOrder: []string{"scsi0", "ide2", "net0", "net1"},
-				Disks: []proxmox.Disk{
+				Disks: []guestconfig.Disk{
 					{Device: "scsi0", Storage: "local", Volume: "300/vm-300-disk-0.raw", SizeBytes: 10 * g, Format: "raw", Bootable: true},
 					{Device: "scsi1", Storage: "local", Volume: "300/vm-300-disk-1.qcow2", SizeBytes: 20 * g, Format: "qcow2"},
 				},
-				Unused: []proxmox.UnusedDisk{},
-				NICs: []proxmox.NIC{
+				Unused: []guestconfig.UnusedDisk{},
+				NICs: []guestconfig.NIC{
 					{Device: "net0", Model: "e1000", MAC: "52:54:00:12:34:56", Bridge: "vmbr0"},
 					{Device: "net1", Model: "rtl8139", MAC: "52:54:00:12:34:57", Bridge: "vmbr0", VLAN: 5},
 				},
-				PCI: []proxmox.PCIPassthrough{}, USB: []proxmox.USBPassthrough{},
+				PCI: []guestconfig.PCIPassthrough{}, USB: []guestconfig.USBPassthrough{},
 				Tags: []string{},
 			},
 		},
@@ -197,103 +197,103 @@ func TestParseVMConfigFixtures(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := vmcMustParse(t, tt.guestType, vmcFixture(t, tt.fixture), tt.vmid)
-			vmcDiff(t, "config", got, tt.want)
+			got := mustParse(t, tt.guestType, loadFixture(t, tt.fixture), tt.vmid)
+			diff(t, "config", got, tt.want)
 		})
 	}
 }
 
-// TestParseVMConfigDefaults pins what an absent key means (qemu-server's defaults).
-func TestParseVMConfigDefaults(t *testing.T) {
+// TestParseDefaults pins what an absent key means (qemu-server's defaults).
+func TestParseDefaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
 		guestType string
 		raw       map[string]string
-		check     func(t *testing.T, c proxmox.VMConfig)
+		check     func(t *testing.T, c guestconfig.Config)
 	}{
-		{"empty VM", "qemu", nil, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "config", c, proxmox.VMConfig{
+		{"empty VM", "qemu", nil, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "config", c, guestconfig.Config{
 				VMID: "42", Node: "pve1", Type: "qemu",
-				CPU:      proxmox.CPU{Sockets: 1, Cores: 1, VCPUs: 1, Type: "kvm64"},
+				CPU:      guestconfig.CPU{Sockets: 1, Cores: 1, VCPUs: 1, Type: "kvm64"},
 				MemoryMB: 512, Firmware: "seabios", Machine: "i440fx", OSType: "other",
-				BootOrder: []string{}, Disks: []proxmox.Disk{}, Unused: []proxmox.UnusedDisk{},
-				NICs: []proxmox.NIC{}, PCI: []proxmox.PCIPassthrough{}, USB: []proxmox.USBPassthrough{},
+				BootOrder: []string{}, Disks: []guestconfig.Disk{}, Unused: []guestconfig.UnusedDisk{},
+				NICs: []guestconfig.NIC{}, PCI: []guestconfig.PCIPassthrough{}, USB: []guestconfig.USBPassthrough{},
 				Tags: []string{},
 			})
 		}},
-		{"empty container", "lxc", map[string]string{}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "config", c, proxmox.VMConfig{
+		{"empty container", "lxc", map[string]string{}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "config", c, guestconfig.Config{
 				VMID: "42", Node: "pve1", Type: "lxc",
-				CPU:      proxmox.CPU{Sockets: 1},
-				MemoryMB: 512, BootOrder: []string{}, Disks: []proxmox.Disk{}, Unused: []proxmox.UnusedDisk{},
-				NICs: []proxmox.NIC{}, PCI: []proxmox.PCIPassthrough{}, USB: []proxmox.USBPassthrough{},
+				CPU:      guestconfig.CPU{Sockets: 1},
+				MemoryMB: 512, BootOrder: []string{}, Disks: []guestconfig.Disk{}, Unused: []guestconfig.UnusedDisk{},
+				NICs: []guestconfig.NIC{}, PCI: []guestconfig.PCIPassthrough{}, USB: []guestconfig.USBPassthrough{},
 				Tags: []string{},
 			})
 		}},
 		{"no boot key: legacy cdn", "qemu", map[string]string{
 			"bootdisk": "virtio0", "virtio0": "local-lvm:vm-42-disk-0,size=8G",
 			"ide2": "local:iso/x.iso,media=cdrom", "net0": "virtio=BC:24:11:00:00:09,bridge=vmbr0",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "boot order", c.BootOrder, []string{"virtio0", "ide2", "net0"})
-			vmcDiff(t, "bootable", c.Disks[0].Bootable, true)
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "boot order", c.BootOrder, []string{"virtio0", "ide2", "net0"})
+			diff(t, "bootable", c.Disks[0].Bootable, true)
 		}},
 		{"legacy without c: bootdisk not bootable", "qemu", map[string]string{
 			"boot": "legacy=nd", "bootdisk": "sata0", "sata0": "local-lvm:vm-42-disk-0,size=8G",
 			"ide2": "local:iso/x.iso,media=cdrom", "net0": "virtio,bridge=vmbr0",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "boot order", c.BootOrder, []string{"net0", "ide2"})
-			vmcDiff(t, "bootable", c.Disks[0].Bootable, false)
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "boot order", c.BootOrder, []string{"net0", "ide2"})
+			diff(t, "bootable", c.Disks[0].Bootable, false)
 		}},
 		{"legacy: Cloud-Init drive is not a CD-ROM to boot", "qemu", map[string]string{
 			"boot": "dc", "bootdisk": "scsi0", "scsi0": "local-lvm:vm-42-disk-0,size=8G",
 			"ide2": "local-lvm:vm-42-cloudinit,media=cdrom",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "boot order", c.BootOrder, []string{"scsi0"})
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "boot order", c.BootOrder, []string{"scsi0"})
 		}},
 		{"order= wins over bootdisk; disks not listed are not bootable", "qemu", map[string]string{
 			"boot": "order=scsi1;net0", "bootdisk": "scsi0",
 			"scsi0": "local-lvm:vm-42-disk-0,size=8G", "scsi1": "local-lvm:vm-42-disk-1,size=8G",
 			"net0": "virtio=BC:24:11:00:00:09,bridge=vmbr0",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "boot order", c.BootOrder, []string{"scsi1", "net0"})
-			vmcDiff(t, "bootable", []bool{c.Disks[0].Bootable, c.Disks[1].Bootable}, []bool{false, true})
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "boot order", c.BootOrder, []string{"scsi1", "net0"})
+			diff(t, "bootable", []bool{c.Disks[0].Bootable, c.Disks[1].Bootable}, []bool{false, true})
 		}},
-		{"kvm disabled: qemu64", "qemu", map[string]string{"kvm": "0"}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu type", c.CPU.Type, "qemu64")
+		{"kvm disabled: qemu64", "qemu", map[string]string{"kvm": "0"}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "cpu type", c.CPU.Type, "qemu64")
 		}},
-		{"aarch64: host on virt (qemu-server 9.2.3+)", "qemu", map[string]string{"arch": "aarch64"}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu, machine", []string{c.CPU.Type, c.Machine}, []string{"host", "virt"})
+		{"aarch64: host on virt (qemu-server 9.2.3+)", "qemu", map[string]string{"arch": "aarch64"}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "cpu, machine", []string{c.CPU.Type, c.Machine}, []string{"host", "virt"})
 		}},
-		{"aarch64 without KVM: max", "qemu", map[string]string{"arch": "aarch64", "kvm": "0"}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu type", c.CPU.Type, "max")
+		{"aarch64 without KVM: max", "qemu", map[string]string{"arch": "aarch64", "kvm": "0"}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "cpu type", c.CPU.Type, "max")
 		}},
-		{"aarch64 with a cpu line keeps it", "qemu", map[string]string{"arch": "aarch64", "cpu": "cortex-a72"}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu type", c.CPU.Type, "cortex-a72")
+		{"aarch64 with a cpu line keeps it", "qemu", map[string]string{"arch": "aarch64", "cpu": "cortex-a72"}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "cpu type", c.CPU.Type, "cortex-a72")
 		}},
 		{"empty boot: boots from nothing, no device bootable", "qemu", map[string]string{
 			"boot": "", "bootdisk": "virtio0", "virtio0": "local-lvm:vm-42-disk-0,size=8G",
 			"ide2": "none,media=cdrom", "net0": "virtio=BC:24:11:00:00:09,bridge=vmbr0",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "boot order", c.BootOrder, []string{})
-			vmcDiff(t, "bootable", c.Disks[0].Bootable, false)
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "boot order", c.BootOrder, []string{})
+			diff(t, "bootable", c.Disks[0].Bootable, false)
 		}},
 		{"blank boot (the config file's \"boot: \"): boots from nothing", "qemu", map[string]string{
 			"boot": " ", "virtio0": "local-lvm:vm-42-disk-0,size=8G", "ide2": "none,media=cdrom",
 			"net0": "virtio=BC:24:11:00:00:09,bridge=vmbr0",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "boot order", c.BootOrder, []string{})
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "boot order", c.BootOrder, []string{})
 		}},
-		{"cpu with flags only keeps the default type", "qemu", map[string]string{"cpu": "flags=+aes"}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu type", c.CPU.Type, "kvm64")
+		{"cpu with flags only keeps the default type", "qemu", map[string]string{"cpu": "flags=+aes"}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "cpu type", c.CPU.Type, "kvm64")
 		}},
 		{"cpu bare type and vcpus below sockets*cores", "qemu", map[string]string{
 			"cpu": "host,hidden=1", "sockets": "2", "cores": "4", "vcpus": "3", "numa": "1",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "cpu", c.CPU, proxmox.CPU{Sockets: 2, Cores: 4, VCPUs: 3, NUMA: true, Type: "host"})
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "cpu", c.CPU, guestconfig.CPU{Sockets: 2, Cores: 4, VCPUs: 3, NUMA: true, Type: "host"})
 		}},
-		{"memory without current keeps the default", "qemu", map[string]string{"memory": ""}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "memory", c.MemoryMB, int64(512))
+		{"memory without current keeps the default", "qemu", map[string]string{"memory": ""}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "memory", c.MemoryMB, int64(512))
 		}},
 		{"drive forms: volume= alias, passthrough path, empty CD-ROM, format option, linked clones", "qemu", map[string]string{
 			"scsi0":   "volume=local-lvm:vm-42-disk-0,size=8G",
@@ -303,43 +303,43 @@ func TestParseVMConfigDefaults(t *testing.T) {
 			"virtio0": "local:42/vm-42-disk-1.qcow2,format=raw,size=1G",
 			"virtio1": "local:9000/base-9000-disk-0.qcow2/42/vm-42-disk-2.qcow2,size=2G",
 			"virtio2": "ceph:base-9000-disk-0/vm-42-disk-3,size=3G",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "disks", c.Disks, []proxmox.Disk{
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "disks", c.Disks, []guestconfig.Disk{
 				{Device: "scsi0", Storage: "local-lvm", Volume: "vm-42-disk-0", SizeBytes: 8 << 30, Format: "raw"},
 				{Device: "virtio0", Storage: "local", Volume: "42/vm-42-disk-1.qcow2", SizeBytes: 1 << 30, Format: "raw"},
 				{Device: "virtio1", Storage: "local", Volume: "9000/base-9000-disk-0.qcow2/42/vm-42-disk-2.qcow2", SizeBytes: 2 << 30, Format: "qcow2"},
 				{Device: "virtio2", Storage: "ceph", Volume: "base-9000-disk-0/vm-42-disk-3", SizeBytes: 3 << 30, Format: "raw"},
 				{Device: "sata0", Volume: "/dev/disk/by-id/ata-WDC_WD40EFRX-68N32N0_WD-WCC7K0000000", SizeBytes: 3907018584 << 10, Format: "raw"},
 			})
-			vmcDiff(t, "legacy boot order (cdn: CD-ROMs only)", c.BootOrder, []string{"ide0", "ide1"})
+			diff(t, "legacy boot order (cdn: CD-ROMs only)", c.BootOrder, []string{"ide0", "ide1"})
 		}},
 		{"Cloud-Init on a file storage is excluded", "qemu", map[string]string{
 			"scsi1": "local:42/vm-42-cloudinit.qcow2,media=cdrom", "scsi2": "local:42/vm-42-cloudinit.qcow2",
 			"scsi3": "local-lvm:vm-42-cloudinit-data,size=1G",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "disks", c.Disks, []proxmox.Disk{
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "disks", c.Disks, []guestconfig.Disk{
 				{Device: "scsi3", Storage: "local-lvm", Volume: "vm-42-cloudinit-data", SizeBytes: 1 << 30, Format: "raw"},
 			})
 		}},
 		{"NIC without MAC, model= form, unknown options", "qemu", map[string]string{
 			"net0": "virtio,bridge=vmbr0,mtu=1", "net1": "model=vmxnet3,bridge=vmbr1,rate=12.5,trunks=10;20",
 			"net2": "virtio=BC:24:11:00:00:0A",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "nics", c.NICs, []proxmox.NIC{
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "nics", c.NICs, []guestconfig.NIC{
 				{Device: "net0", Model: "virtio", Bridge: "vmbr0"},
 				{Device: "net1", Model: "vmxnet3", Bridge: "vmbr1"},
 				{Device: "net2", Model: "virtio", MAC: "BC:24:11:00:00:0A"},
 			})
 		}},
-		{"tags separated by commas, semicolons and spaces", "qemu", map[string]string{"tags": " a,b;c  d "}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "tags", c.Tags, []string{"a", "b", "c", "d"})
+		{"tags separated by commas, semicolons and spaces", "qemu", map[string]string{"tags": " a,b;c  d "}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "tags", c.Tags, []string{"a", "b", "c", "d"})
 		}},
 		{"device order is numeric within each bus", "qemu", map[string]string{
 			"net10": "virtio,bridge=vmbr0", "net2": "virtio,bridge=vmbr0", "net0": "virtio,bridge=vmbr0",
 			"usb10": "spice", "usb1": "spice", "hostpci10": "01:00", "hostpci9": "02:00",
 			"unused10": "local:a", "unused2": "local:b",
 			"sata1": "local:42/d.raw", "ide3": "local:42/c.raw", "scsi10": "local:42/b.raw", "scsi2": "local:42/a.raw",
-		}, func(t *testing.T, c proxmox.VMConfig) {
+		}, func(t *testing.T, c guestconfig.Config) {
 			var disks, nics, usb, pci, unused []string
 			for _, d := range c.Disks {
 				disks = append(disks, d.Device)
@@ -356,7 +356,7 @@ func TestParseVMConfigDefaults(t *testing.T) {
 			for _, u := range c.Unused {
 				unused = append(unused, u.Device)
 			}
-			vmcDiff(t, "order", [][]string{disks, nics, usb, pci, unused}, [][]string{
+			diff(t, "order", [][]string{disks, nics, usb, pci, unused}, [][]string{
 				{"ide3", "scsi2", "scsi10", "sata1"}, {"net0", "net2", "net10"}, {"usb1", "usb10"},
 				{"hostpci9", "hostpci10"}, {"unused2", "unused10"},
 			})
@@ -365,24 +365,24 @@ func TestParseVMConfigDefaults(t *testing.T) {
 			"rootfs": "volume=local:101/vm-101-disk-0.raw,size=4G,mountoptions=noatime",
 			"mp0":    "/srv/share,mp=/share,ro=1",
 			"net0":   "name=eth0,bridge=vmbr0,ip=dhcp", "cores": "4", "cpulimit": "1.5",
-		}, func(t *testing.T, c proxmox.VMConfig) {
-			vmcDiff(t, "disks", c.Disks, []proxmox.Disk{
+		}, func(t *testing.T, c guestconfig.Config) {
+			diff(t, "disks", c.Disks, []guestconfig.Disk{
 				{Device: "rootfs", Storage: "local", Volume: "101/vm-101-disk-0.raw", SizeBytes: 4 << 30, Format: "raw", Bootable: true, MountPoint: "/"},
 			})
-			vmcDiff(t, "nics", c.NICs, []proxmox.NIC{{Device: "net0", Model: "veth", Bridge: "vmbr0", Name: "eth0"}})
-			vmcDiff(t, "cpu", c.CPU, proxmox.CPU{Sockets: 1, Cores: 4, VCPUs: 4})
+			diff(t, "nics", c.NICs, []guestconfig.NIC{{Device: "net0", Model: "veth", Bridge: "vmbr0", Name: "eth0"}})
+			diff(t, "cpu", c.CPU, guestconfig.CPU{Sockets: 1, Cores: 4, VCPUs: 4})
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			tt.check(t, vmcMustParse(t, tt.guestType, tt.raw, 42))
+			tt.check(t, mustParse(t, tt.guestType, tt.raw, 42))
 		})
 	}
 }
 
-// TestParseVMConfigMachine pins the machine family and pinned version of every machine form.
-func TestParseVMConfigMachine(t *testing.T) {
+// TestParseMachine pins the machine family and pinned version of every machine form.
+func TestParseMachine(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ machine, family, version string }{
 		{"", "i440fx", ""},
@@ -401,16 +401,16 @@ func TestParseVMConfigMachine(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.machine, func(t *testing.T) {
 			t.Parallel()
-			c := vmcMustParse(t, "qemu", map[string]string{"machine": tt.machine}, 100)
-			vmcDiff(t, "machine", []string{c.Machine, c.MachineVersion}, []string{tt.family, tt.version})
+			c := mustParse(t, "qemu", map[string]string{"machine": tt.machine}, 100)
+			diff(t, "machine", []string{c.Machine, c.MachineVersion}, []string{tt.family, tt.version})
 		})
 	}
 }
 
-// TestParseVMConfigWindowsMachinePin pins the machine version qemu-server's get_vm_machine
+// TestParseWindowsMachinePin pins the machine version qemu-server's get_vm_machine
 // pins a Windows guest to at start when its config pins none: creation-qemu's major.minor
 // from 9.1 on, else 5.1; a pinned version, or a guest that is not Windows, is left as it is.
-func TestParseVMConfigWindowsMachinePin(t *testing.T) {
+func TestParseWindowsMachinePin(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, ostype, machine, meta string
@@ -435,15 +435,15 @@ func TestParseVMConfigWindowsMachinePin(t *testing.T) {
 			if tt.family == "virt" {
 				raw["arch"] = "aarch64"
 			}
-			c := vmcMustParse(t, "qemu", raw, 100)
-			vmcDiff(t, "machine", []string{c.Machine, c.MachineVersion}, []string{tt.family, tt.version})
+			c := mustParse(t, "qemu", raw, 100)
+			diff(t, "machine", []string{c.Machine, c.MachineVersion}, []string{tt.family, tt.version})
 		})
 	}
 }
 
-// TestParseVMConfigSizes pins disk sizes: K/M/G/T are powers of 1024, fractions truncate,
+// TestParseSizes pins disk sizes: K/M/G/T are powers of 1024, fractions truncate,
 // a bare number is bytes.
-func TestParseVMConfigSizes(t *testing.T) {
+func TestParseSizes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		size string
@@ -461,15 +461,15 @@ func TestParseVMConfigSizes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.size, func(t *testing.T) {
 			t.Parallel()
-			c := vmcMustParse(t, "qemu", map[string]string{"scsi0": "local-lvm:vm-100-disk-0,size=" + tt.size}, 100)
-			vmcDiff(t, "size", c.Disks[0].SizeBytes, tt.want)
+			c := mustParse(t, "qemu", map[string]string{"scsi0": "local-lvm:vm-100-disk-0,size=" + tt.size}, 100)
+			diff(t, "size", c.Disks[0].SizeBytes, tt.want)
 		})
 	}
 }
 
-// TestParseVMConfigMalformed pins that a malformed value of an understood key fails with
-// ErrBadConfig, a *ConfigError naming that key, and an error text without the value.
-func TestParseVMConfigMalformed(t *testing.T) {
+// TestParseMalformed pins that a malformed value of an understood key fails with
+// ErrMalformed, a *Error naming that key, and an error text without the value.
+func TestParseMalformed(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, guestType, key, value string
@@ -528,13 +528,13 @@ func TestParseVMConfigMalformed(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := proxmox.ParseVMConfig(tt.guestType, map[string]string{tt.key: tt.value, "name": "x"}, "pve1", 100)
-			if !errors.Is(err, proxmox.ErrBadConfig) {
-				t.Fatalf("err = %v, want ErrBadConfig", err)
+			_, err := guestconfig.Parse(tt.guestType, map[string]string{tt.key: tt.value, "name": "x"}, "pve1", 100)
+			if !errors.Is(err, guestconfig.ErrMalformed) {
+				t.Fatalf("err = %v, want ErrMalformed", err)
 			}
-			var ce *proxmox.ConfigError
+			var ce *guestconfig.Error
 			if !errors.As(err, &ce) || ce.Key != tt.key {
-				t.Fatalf("err = %#v, want a *ConfigError for key %q", err, tt.key)
+				t.Fatalf("err = %#v, want a *Error for key %q", err, tt.key)
 			}
 			if !strings.Contains(err.Error(), tt.key+": ") {
 				t.Errorf("error %q does not name key %q", err, tt.key)
@@ -546,17 +546,17 @@ func TestParseVMConfigMalformed(t *testing.T) {
 	}
 	t.Run("unknown guest type", func(t *testing.T) {
 		t.Parallel()
-		_, err := proxmox.ParseVMConfig("docker", nil, "pve1", 100)
-		var ce *proxmox.ConfigError
-		if !errors.Is(err, proxmox.ErrBadConfig) || !errors.As(err, &ce) || ce.Key != "type" {
-			t.Fatalf("err = %v, want a ConfigError for key type", err)
+		_, err := guestconfig.Parse("docker", nil, "pve1", 100)
+		var ce *guestconfig.Error
+		if !errors.Is(err, guestconfig.ErrMalformed) || !errors.As(err, &ce) || ce.Key != "type" {
+			t.Fatalf("err = %v, want a Error for key type", err)
 		}
 	})
 }
 
-// TestParseVMConfigUnknownKeys pins that keys the parser does not understand, including
+// TestParseUnknownKeys pins that keys the parser does not understand, including
 // keys shaped like devices that PVE never writes, never fail the parse and are not reported.
-func TestParseVMConfigUnknownKeys(t *testing.T) {
+func TestParseUnknownKeys(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
@@ -580,7 +580,7 @@ func TestParseVMConfigUnknownKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := vmcMustParse(t, tt.guestType, tt.raw, 100)
+			c := mustParse(t, tt.guestType, tt.raw, 100)
 			if len(c.Disks) != 1 {
 				t.Errorf("disks = %+v, want exactly the one understood disk", c.Disks)
 			}
@@ -598,10 +598,10 @@ func TestParseVMConfigUnknownKeys(t *testing.T) {
 	}
 }
 
-// TestVMConfigJSON pins the JSON shape of contract §9 vm.config.get.
-func TestVMConfigJSON(t *testing.T) {
+// TestConfigJSON pins the JSON shape of contract §9 vm.config.get.
+func TestConfigJSON(t *testing.T) {
 	t.Parallel()
-	c := vmcMustParse(t, "qemu", vmcFixture(t, "qemu-ovmf-q35.json"), 200)
+	c := mustParse(t, "qemu", loadFixture(t, "qemu-ovmf-q35.json"), 200)
 	out, err := json.Marshal(c)
 	if err != nil {
 		t.Fatalf("marshal: %v", err)
@@ -615,7 +615,7 @@ func TestVMConfigJSON(t *testing.T) {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
-	vmcDiff(t, "top-level keys", keys, []string{
+	diff(t, "top-level keys", keys, []string{
 		"boot_order", "cpu", "description", "disks", "firmware", "machine", "machine_version", "memory_mb",
 		"name", "nics", "node", "os_type", "pci_passthrough", "tags", "type", "unused", "usb_passthrough", "vmid",
 	})
@@ -633,7 +633,7 @@ func TestVMConfigJSON(t *testing.T) {
 			t.Errorf("JSON lacks %s\n%s", want, out)
 		}
 	}
-	empty, _ := json.Marshal(vmcMustParse(t, "lxc", nil, 7))
+	empty, _ := json.Marshal(mustParse(t, "lxc", nil, 7))
 	for _, want := range []string{`"boot_order":[]`, `"disks":[]`, `"nics":[]`, `"tags":[]`, `"pci_passthrough":[]`} {
 		if !strings.Contains(string(empty), want) {
 			t.Errorf("empty config JSON lacks %s: %s", want, empty)
@@ -641,8 +641,8 @@ func TestVMConfigJSON(t *testing.T) {
 	}
 }
 
-// vmcConfText turns "key: value" lines (the /etc/pve config file form) into a config map.
-func vmcConfText(text string) map[string]string {
+// confText turns "key: value" lines (the /etc/pve config file form) into a config map.
+func confText(text string) map[string]string {
 	raw := map[string]string{}
 	for line := range strings.SplitSeq(text, "\n") {
 		k, v, ok := strings.Cut(line, ": ")
@@ -653,20 +653,20 @@ func vmcConfText(text string) map[string]string {
 	return raw
 }
 
-// FuzzParseVMConfig checks that no configuration makes the parser panic, that every error
-// is a *ConfigError matching ErrBadConfig, and that a parsed config keeps its invariants.
-func FuzzParseVMConfig(f *testing.F) {
+// FuzzParse checks that no configuration makes the parser panic, that every error
+// is a *Error matching ErrMalformed, and that a parsed config keeps its invariants.
+func FuzzParse(f *testing.F) {
 	f.Add("qemu", "boot: order=scsi0;ide2;net0\nscsi0: local-lvm:vm-100-disk-0,iothread=1,size=32G\nide2: local:iso/a.iso,media=cdrom\nnet0: virtio=BC:24:11:5E:7A:01,bridge=vmbr0,tag=10,firewall=1")
 	f.Add("qemu", "bios: ovmf\nmachine: pc-q35-8.1+pve1\nefidisk0: local-lvm:vm-1-disk-0,efitype=4m,size=4M\nhostpci0: mapping=gpu,pcie=1,x-vga=1\nusb0: host=046d:c52b,usb3=1\nmemory: current=2048")
 	f.Add("qemu", "boot: cdn\nbootdisk: virtio0\nvirtio0: local:100/vm-100-disk-0.qcow2,size=1.5G\nunused0: local:100/old.raw")
 	f.Add("lxc", "rootfs: local-lvm:vm-101-disk-0,size=8G\nmp0: /mnt/a,mp=/a\nnet0: name=eth0,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:01,tag=5")
 	f.Fuzz(func(t *testing.T, guestType, text string) {
-		raw := vmcConfText(text)
-		c, err := proxmox.ParseVMConfig(guestType, raw, "pve1", 100)
+		raw := confText(text)
+		c, err := guestconfig.Parse(guestType, raw, "pve1", 100)
 		if err != nil {
-			var ce *proxmox.ConfigError
-			if !errors.Is(err, proxmox.ErrBadConfig) || !errors.As(err, &ce) || ce.Key == "" {
-				t.Fatalf("error %v is not a ConfigError naming a key", err)
+			var ce *guestconfig.Error
+			if !errors.Is(err, guestconfig.ErrMalformed) || !errors.As(err, &ce) || ce.Key == "" {
+				t.Fatalf("error %v is not a Error naming a key", err)
 			}
 			return
 		}
