@@ -30,14 +30,18 @@ func (m Mode) String() string {
 // Command is a decoded, envelope-valid command. Data is the raw JSON of `data` (not yet
 // validated against the verb).
 type Command struct {
-	ID, Source, Type string
-	// Verb comes from the NATS subject; Type is always TypePrefix + Verb.
+	// ID and Source are the CloudEvents id and source; together they identify the command.
+	ID, Source string
+	// Type is the CloudEvents type, always TypePrefix + Verb.
+	Type string
+	// Verb comes from the NATS subject.
 	Verb string
 	// Time is the CloudEvents time in UTC; zero when absent.
 	Time time.Time
 	// Subject is the CloudEvents `subject` attribute, not the NATS subject.
 	Subject string
-	// EndpointID is valid only when HasEndpointID.
+	// EndpointID is the endpointid extension, a positive integer; it is valid only when
+	// HasEndpointID.
 	EndpointID    int64
 	HasEndpointID bool
 	// IdempotencyKey is "" when absent.
@@ -49,6 +53,7 @@ type Command struct {
 	TraceParent string
 	// Data is the command's JSON data; nil when absent or JSON null.
 	Data json.RawMessage
+	// Mode is the content mode the command arrived in (Decode) or is to be encoded in.
 	Mode Mode
 }
 

@@ -11,7 +11,7 @@ import (
 )
 
 // Decode turns a NATS message (subject, headers, body) into a [Command], or returns a
-// [*PoisonError] (errors.Is(err, ErrPoison)) saying which rule the message breaks.
+// [*PoisonError] saying which rule the message breaks; it returns no other error.
 //
 // The mode is structured when the Content-Type header (name matched case-insensitively, media
 // type compared case-insensitively without parameters) is application/cloudevents+json, or
@@ -186,56 +186,6 @@ func (hs *headerScan) contentMode() (bool, string) {
 // bare reports whether the message has neither a ce-* header nor a Content-Type value: the
 // only messages whose mode is decided by their body (see Decode).
 func (hs *headerScan) bare() bool { return !hs.anyCE && hs.contentTypes == 0 }
-
-// headerBytes is the size of the header names and values.
-func headerBytes(h nats.Header) int { return scanHeaders(h).size }
-
-// validCommandSource is validSource, with the common source forms accepted without parsing:
-// an absolute path ("/netbox/webhook") and a lower-case scheme with an opaque part
-// ("urn:proxbus:cli"), written with unreserved characters, '/' and ':' only. url.Parse keeps
-// both as they are (path or opaque part, nothing to escape) and url.URL.String writes them
-// back unchanged; TestValidCommandSource checks the equivalence.
-func validCommandSource(source string) bool {
-	return simpleSource(source) || validSource(source)
-}
-
-// simpleSource reports whether source has one of the forms validCommandSource accepts
-// without parsing.
-func simpleSource(source string) bool {
-	rest := source
-	if !strings.HasPrefix(source, "/") {
-		scheme, opaque, ok := strings.Cut(source, ":")
-		if !ok || !lowerScheme(scheme) || opaque == "" || opaque[0] == '/' {
-			return false
-		}
-		rest = opaque
-	} else if strings.HasPrefix(source, "//") {
-		return false // an authority
-	}
-	for i := 0; i < len(rest); i++ {
-		c := rest[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' ||
-			c == '-' || c == '.' || c == '_' || c == '~' || c == '/' || c == ':') {
-			return false
-		}
-	}
-	return true
-}
-
-// lowerScheme reports whether s is a URI scheme without upper-case letters (url.Parse lowers
-// the scheme).
-func lowerScheme(s string) bool {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
-}
 
 // nonNullJSON returns nil for absent, empty or JSON-null data, else data.
 func nonNullJSON(data []byte) json.RawMessage {

@@ -23,7 +23,7 @@ func benchCommand(source string) Command {
 }
 
 // BenchmarkDecode measures Decode of a valid command in the forms proxbus's own encoders
-// produce: binary mode (the common case) with a path and a URN source, and structured mode.
+// produce: binary mode (the common case) and structured mode.
 func BenchmarkDecode(b *testing.B) {
 	type msg struct {
 		subject string
@@ -43,8 +43,7 @@ func BenchmarkDecode(b *testing.B) {
 		encode func(Subjects, Command) (*nats.Msg, error)
 		source string
 	}{
-		{"binary/path-source", EncodeBinary, "/bench"},
-		{"binary/urn-source", EncodeBinary, "urn:proxbus:cli"},
+		{"binary", EncodeBinary, "/bench"},
 		{"structured", EncodeStructured, "/bench"},
 	}
 	for _, tc := range cases {

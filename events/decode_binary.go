@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"encoding/json"
 )
 
 // readBinary extracts a binary-mode envelope: known attributes from the ce-* headers found by
@@ -28,7 +29,7 @@ func readBinary(hs *headerScan, body []byte) envelope {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return env
 	}
-	if !validJSON(body) {
+	if !json.Valid(body) {
 		env.dataReason = reasonDataNotJSON
 		return env
 	}

@@ -135,7 +135,7 @@ func TestDecodeSDKMessages(t *testing.T) {
 						t.Errorf("the SDK now sends structured events with headers %v: revisit contract §2's header-less rule", h)
 					}
 				case ModeBinary:
-					if _, ok := h[HeaderContentType]; ok || h.Get(HeaderPrefix+AttrSpecVersion) != SpecVersion {
+					if _, ok := h[HeaderContentType]; ok || h.Get(HeaderPrefix+AttrSpecVersion) != specVersion {
 						t.Errorf("SDK binary headers %v: expected ce-specversion and no Content-Type", h)
 					}
 				}

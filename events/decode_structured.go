@@ -13,14 +13,8 @@ import (
 // the SDK's 32-bit float conversion.
 func readStructured(body []byte) envelope {
 	var env envelope
-	trimmed := bytes.TrimLeft(body, " \t\r\n")
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		env.fatal = reasonNotObject
-		return env
-	}
-	// Unmarshal checks that the whole body is valid JSON before it decodes anything.
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
+	if err := json.Unmarshal(body, &raw); err != nil || raw == nil { // raw is nil for null
 		env.fatal = reasonNotObject
 		return env
 	}
@@ -29,7 +23,8 @@ func readStructured(body []byte) envelope {
 		if !ok || isNull(v) {
 			continue
 		}
-		if s, ok := jsonString(v); ok {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
 			env.set(i, s)
 			continue
 		}
@@ -77,29 +72,6 @@ func sniffStructured(body []byte) (envelope, bool) {
 		return envelope{}, false
 	}
 	return env, true
-}
-
-// jsonString decodes v when it is a JSON string, as json.Unmarshal into a string would. A
-// string of printable ASCII without escapes is read directly.
-func jsonString(v json.RawMessage) (string, bool) {
-	if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' {
-		inner := v[1 : len(v)-1]
-		plain := true
-		for _, c := range inner {
-			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-				plain = false
-				break
-			}
-		}
-		if plain {
-			return string(inner), true
-		}
-	}
-	var s string
-	if err := json.Unmarshal(v, &s); err != nil {
-		return "", false
-	}
-	return s, true
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }

@@ -220,8 +220,8 @@ func TestDecodePoison(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Decode accepted a poison message: %+v", c)
 			}
-			if !errors.Is(err, ErrPoison) {
-				t.Errorf("errors.Is(err, ErrPoison) = false for %v", err)
+			if !errors.Is(err, errPoison) {
+				t.Errorf("errors.Is(err, errPoison) = false for %v", err)
 			}
 			var p *PoisonError
 			if !errors.As(err, &p) {
@@ -233,7 +233,7 @@ func TestDecodePoison(t *testing.T) {
 			if p.ID != tc.wantID || p.Source != tc.wantSrc || p.Verb != tc.wantVb {
 				t.Errorf("readable = (%q, %q, %q), want (%q, %q, %q)", p.ID, p.Source, p.Verb, tc.wantID, tc.wantSrc, tc.wantVb)
 			}
-			if err.Error() != ErrPoison.Error()+": "+tc.reason {
+			if err.Error() != errPoison.Error()+": "+tc.reason {
 				t.Errorf("Error() = %q", err.Error())
 			}
 		})
@@ -267,7 +267,7 @@ func TestPoisonErrorHidesMessageValues(t *testing.T) {
 func TestDecodeSizeLimitBoundary(t *testing.T) {
 	t.Parallel()
 	subj, h, _ := binaryMsg(nil)
-	pad := MaxCommandBytes - headerBytes(h) - len(`{"x":""}`)
+	pad := MaxCommandBytes - scanHeaders(h).size - len(`{"x":""}`)
 	body := []byte(`{"x":"` + strings.Repeat("a", pad) + `"}`)
 	c, err := Decode(subj, h, body, testSubjects)
 	if err != nil {

@@ -44,6 +44,7 @@ func (a Action) String() string {
 
 // Disposition is a handler's verdict on one delivery. The zero value is Ack.
 type Disposition struct {
+	// Action is what the consumer does with the message.
 	Action Action
 	// Delay applies to Redeliver: how long the message rests before its next delivery.
 	Delay time.Duration

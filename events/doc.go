@@ -9,9 +9,10 @@
 // deterministic ids, so a republish after a crash is deduplicated by JetStream.
 package events
 
+// specVersion is the only CloudEvents specversion proxbus accepts and emits.
+const specVersion = "1.0"
+
 const (
-	// SpecVersion is the only CloudEvents specversion proxbus accepts and emits.
-	SpecVersion = "1.0"
 	// ContentTypeJSON is the binary-mode Content-Type (the data's media type).
 	ContentTypeJSON = "application/json"
 	// ContentTypeCE is the structured-mode Content-Type.

@@ -12,9 +12,14 @@ import (
 	"github.com/proxbus/proxbus/internal/redact"
 )
 
-// Origin identifies the command an event belongs to. TraceParent, when set, is carried into
-// every event as the traceparent extension.
-type Origin struct{ ID, Source, Verb, TraceParent string }
+// Origin identifies the command an event belongs to.
+type Origin struct {
+	// ID and Source are the command's CloudEvents id and source; Verb is its verb.
+	ID, Source, Verb string
+	// TraceParent, when a well-formed W3C traceparent, is carried into every event as the
+	// traceparent extension; anything else is dropped.
+	TraceParent string
+}
 
 // OriginOf returns the origin of a decoded command.
 func OriginOf(c Command) Origin {
@@ -28,6 +33,7 @@ func OriginOf(c Command) Origin {
 // Free text (Detail) is passed through [redact.Text] and Output through [redact.JSON] when it
 // holds a secret-named key, so a secret that slipped through cannot leave in an event.
 type Emitter struct {
+	// Subjects names the subjects events are published on.
 	Subjects Subjects
 	// Source is the CloudEvents source of every event, "urn:proxbus:<instance id>".
 	Source string
@@ -88,7 +94,7 @@ func (e Emitter) Result(o Origin, r Result) (Result, *nats.Msg, error) {
 	}
 	r.Detail = redact.Text(r.Detail)
 	if len(r.Output) > 0 {
-		if !validJSON(r.Output) {
+		if !json.Valid(r.Output) {
 			return r, nil, fmt.Errorf("%w: result output is not JSON", ErrEncode)
 		}
 		if hasSecretKey(r.Output) {

@@ -284,8 +284,8 @@ func TestInvalidCommandResult(t *testing.T) {
 func TestParseEventRejects(t *testing.T) {
 	t.Parallel()
 	for _, body := range []string{``, `[]`, `{"id":"x"}`, `{"specversion":"1.0","id":"","source":"s","type":"t"}`, `{"specversion":"9.9","id":"x","source":"s","type":"t"}`} {
-		if _, err := ParseEvent([]byte(body)); !errors.Is(err, ErrMalformedEvent) {
-			t.Errorf("ParseEvent(%q) = %v, want ErrMalformedEvent", body, err)
+		if _, err := ParseEvent([]byte(body)); !errors.Is(err, errMalformedEvent) {
+			t.Errorf("ParseEvent(%q) = %v, want errMalformedEvent", body, err)
 		}
 	}
 }
@@ -304,8 +304,8 @@ func TestModeString(t *testing.T) {
 }
 
 // TestEventBodyIsWhatEncodingJSONWrites: an emitted event's body is byte for byte what
-// json.Marshal writes for the SDK event (marshalEvent skips json.Marshal's second pass), also
-// for text encoding/json escapes (<, >, &, U+2028) and non-ASCII text.
+// json.Marshal writes for the SDK event, also for text encoding/json escapes (<, >, &, U+2028)
+// and non-ASCII text.
 func TestEventBodyIsWhatEncodingJSONWrites(t *testing.T) {
 	t.Parallel()
 	em := NewEmitter(NewSubjects("proxbus"), "test")

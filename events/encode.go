@@ -1,7 +1,7 @@
 package events
 
 import (
-	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -28,7 +28,7 @@ func EncodeBinary(s Subjects, c Command) (*nats.Msg, error) {
 	}
 	msg := nats.NewMsg(s.Command(c.Verb))
 	set := func(name, value string) { msg.Header.Set(HeaderPrefix+name, percentEncode(value)) }
-	set(AttrSpecVersion, SpecVersion)
+	set(AttrSpecVersion, specVersion)
 	set(AttrID, c.ID)
 	set(AttrSource, c.Source)
 	set(AttrType, c.Type)
@@ -135,7 +135,7 @@ func normalize(c Command) (Command, error) {
 		problem = "traceparent is not a W3C traceparent"
 	case !utf8Valid(c.Subject, c.Actor):
 		problem = "subject or actor is not valid UTF-8"
-	case c.Data != nil && !validJSON(c.Data):
+	case c.Data != nil && !json.Valid(c.Data):
 		problem = reasonDataNotJSON
 	}
 	if problem != "" {
@@ -144,21 +144,15 @@ func normalize(c Command) (Command, error) {
 	return c, nil
 }
 
-// marshalEvent validates and serialises an SDK event.
+// marshalEvent validates and serialises an SDK event as the SDK writes it: compact, the data
+// written as it is.
 func marshalEvent(ev event.Event) ([]byte, error) {
 	if err := ev.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	// The SDK's writer (behind its MarshalJSON) writes compact, HTML-escaped JSON already;
-	// json.Marshal(ev) would only validate and compact it a second time. Given a buffer
-	// sized for the data and the attributes, it writes without growing it.
-	buf := bytes.NewBuffer(make([]byte, 0, len(ev.DataEncoded)+eventAttributesSize))
-	if err := event.WriteJson(&ev, buf); err != nil {
+	body, err := ev.MarshalJSON()
+	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
-	return buf.Bytes(), nil
+	return body, nil
 }
-
-// eventAttributesSize is room for the JSON of an event's attributes (specversion, id,
-// source, type, time, datacontenttype, traceparent) besides its data.
-const eventAttributesSize = 512

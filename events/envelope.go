@@ -33,37 +33,13 @@ var knownAttrs = [numAttrs]string{
 // attrIndex returns the index of the known attribute named name, or -1. The name is matched
 // as strings.ToLower(name), so any letter case is accepted.
 func attrIndex(name string) int {
-	ascii := true
-	for i := 0; i < len(name); i++ {
-		if name[i] >= 0x80 {
-			ascii = false
-			break
-		}
-	}
-	if !ascii {
-		// strings.ToLower maps a few non-ASCII letters to ASCII ones (the Kelvin sign to k).
-		name = strings.ToLower(name)
-	}
+	name = strings.ToLower(name)
 	for i, a := range knownAttrs {
-		if len(a) == len(name) && equalLowerASCII(name, a) {
+		if a == name {
 			return i
 		}
 	}
 	return -1
-}
-
-// equalLowerASCII reports whether s, with ASCII upper-case letters lowered, equals lower.
-func equalLowerASCII(s, lower string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // envelope is what a content-mode reader extracted, before validation: the known attributes
@@ -90,7 +66,7 @@ func (e *envelope) fillReadable(p *PoisonError) {
 	if id := e.attrs[attrID]; e.present[attrID] && e.bad[attrID] == "" && validID(id) {
 		p.ID = id
 	}
-	if src := e.attrs[attrSource]; e.present[attrSource] && e.bad[attrSource] == "" && validCommandSource(src) {
+	if src := e.attrs[attrSource]; e.present[attrSource] && e.bad[attrSource] == "" && validSource(src) {
 		p.Source = src
 	}
 }
@@ -103,13 +79,13 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 		return c, reasonSubject
 	}
 	var reason string
-	if _, reason = e.required(attrSpecVersion, reasonSpecVersion, func(v string) bool { return v == SpecVersion }); reason != "" {
+	if _, reason = e.required(attrSpecVersion, reasonSpecVersion, func(v string) bool { return v == specVersion }); reason != "" {
 		return c, reason
 	}
 	if c.ID, reason = e.required(attrID, reasonID, validID); reason != "" {
 		return c, reason
 	}
-	if c.Source, reason = e.required(attrSource, reasonSource, validCommandSource); reason != "" {
+	if c.Source, reason = e.required(attrSource, reasonSource, validSource); reason != "" {
 		return c, reason
 	}
 	if c.Type, reason = e.required(attrType, reasonType, func(v string) bool { return v != "" }); reason != "" {

@@ -82,7 +82,7 @@ func FuzzDecode(f *testing.F) {
 			}
 			if err != nil {
 				var p *PoisonError
-				if !errors.As(err, &p) || !errors.Is(err, ErrPoison) || p.Reason == "" {
+				if !errors.As(err, &p) || !errors.Is(err, errPoison) || p.Reason == "" {
 					t.Fatalf("refusal is not a PoisonError: %v", err)
 				}
 				res, _, _ := InvalidCommandResult(p)

@@ -22,45 +22,65 @@ const (
 // Step is the data of a step event (type proxbus.<verb>.step). Seq increases by one per
 // command; the emitter fills CommandID, CommandSource and Verb from the [Origin].
 type Step struct {
-	CommandID     string     `json:"command_id"`
-	CommandSource string     `json:"command_source"`
-	Verb          string     `json:"verb"`
-	Seq           int        `json:"seq"`
-	Step          string     `json:"step"`
-	Status        StepStatus `json:"status"`
-	UPID          string     `json:"upid,omitempty"`
-	Detail        string     `json:"detail,omitempty"`
+	// CommandID, CommandSource and Verb identify the command the step belongs to.
+	CommandID     string `json:"command_id"`
+	CommandSource string `json:"command_source"`
+	Verb          string `json:"verb"`
+	// Seq numbers the command's step events from 1, across its deliveries.
+	Seq int `json:"seq"`
+	// Step names the step; Status is its state.
+	Step   string     `json:"step"`
+	Status StepStatus `json:"status"`
+	// UPID is the Proxmox task of the step; "" when it has none.
+	UPID string `json:"upid,omitempty"`
+	// Detail is what the step says (for StepWaiting, what the command waits for), secrets
+	// redacted.
+	Detail string `json:"detail,omitempty"`
 	// Attempt counts the command's attempts, 1 first; only a failed attempt starts another
 	// (waiting spends none).
-	Attempt int       `json:"attempt"`
-	At      time.Time `json:"at"`
+	Attempt int `json:"attempt"`
+	// At is when the step's state was reached; the event's time.
+	At time.Time `json:"at"`
 }
 
-// Result is the data of a command's one result event (type proxbus.<verb>.result). Status has
-// HTTP semantics; Result is the outcome word; Reason the machine-readable error code; Fields
-// names fields (never values); Output is the verb's own payload. JournalFinalized and Replayed
-// are always present in the JSON, the optional fields only when set.
+// Result is the data of a command's one result event (type proxbus.<verb>.result).
+// JournalFinalized and Replayed are always present in the JSON, the optional fields only when
+// set.
 type Result struct {
-	CommandID        string          `json:"command_id"`
-	CommandSource    string          `json:"command_source"`
-	Verb             string          `json:"verb"`
-	EndpointID       *int64          `json:"endpoint_id,omitempty"`
-	Status           int             `json:"status"`
-	Result           string          `json:"result"`
-	Reason           string          `json:"reason,omitempty"`
-	Detail           string          `json:"detail,omitempty"`
-	Fields           []string        `json:"fields,omitempty"`
-	ProxmoxStatus    int             `json:"proxmox_status,omitempty"`
-	JournalEntryURL  string          `json:"journal_entry_url,omitempty"`
-	JournalFinalized bool            `json:"journal_finalized"`
-	Replayed         bool            `json:"replayed"`
-	IdempotencyKey   string          `json:"idempotency_key,omitempty"`
-	Output           json.RawMessage `json:"output,omitempty"`
+	// CommandID, CommandSource and Verb identify the command.
+	CommandID     string `json:"command_id"`
+	CommandSource string `json:"command_source"`
+	Verb          string `json:"verb"`
+	// EndpointID is the command's endpoint; nil when it has none.
+	EndpointID *int64 `json:"endpoint_id,omitempty"`
+	// Status is an HTTP status (100–599).
+	Status int `json:"status"`
+	// Result is the outcome word; Reason is the machine-readable error code, "" when none.
+	Result string `json:"result"`
+	Reason string `json:"reason,omitempty"`
+	// Detail is free text, secrets redacted; it never quotes a value of the command.
+	Detail string `json:"detail,omitempty"`
+	// Fields names the fields concerned, never their values.
+	Fields []string `json:"fields,omitempty"`
+	// ProxmoxStatus is Proxmox's HTTP status when Proxmox refused the command.
+	ProxmoxStatus int `json:"proxmox_status,omitempty"`
+	// JournalEntryURL is the command's NetBox journal entry; JournalFinalized says whether
+	// its terminal update has been applied.
+	JournalEntryURL  string `json:"journal_entry_url,omitempty"`
+	JournalFinalized bool   `json:"journal_finalized"`
+	// Replayed says whether the command's result had already been published and this one
+	// repeats it.
+	Replayed bool `json:"replayed"`
+	// IdempotencyKey is the command's idempotencykey; "" when it has none.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Output is the verb's own JSON payload; secret-named members are redacted by the Emitter.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // JournalRepaired is the data of a journal event (type proxbus.journal.repaired): a terminal
 // journal update that failed earlier has now been applied.
 type JournalRepaired struct {
+	// CommandID is the command whose journal entry was repaired; JournalEntryURL is the entry.
 	CommandID       string `json:"command_id"`
 	JournalEntryURL string `json:"journal_entry_url"`
 	// RepairedBy is RepairedByReplay or RepairedByRepairer.

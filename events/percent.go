@@ -2,6 +2,7 @@ package events
 
 import (
 	"errors"
+	"net/url"
 	"strings"
 	"unicode/utf8"
 )
@@ -32,43 +33,10 @@ func percentEncode(s string) string {
 // are accepted as they are; a '%' not followed by two hex digits, or a result that is not valid
 // UTF-8, is an error wrapping errPercent.
 func percentDecode(s string) (string, error) {
-	if !strings.Contains(s, "%") {
-		if !utf8.ValidString(s) {
-			return "", errPercent
-		}
-		return s, nil
-	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			out = append(out, s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", errPercent
-		}
-		hi, ok1 := unhex(s[i+1])
-		lo, ok2 := unhex(s[i+2])
-		if !ok1 || !ok2 {
-			return "", errPercent
-		}
-		out = append(out, hi<<4|lo)
-		i += 2
-	}
-	if !utf8.Valid(out) {
+	// In a path segment url.PathUnescape decodes every %XX and nothing else ('+' stays '+').
+	v, err := url.PathUnescape(s)
+	if err != nil || !utf8.ValidString(v) {
 		return "", errPercent
 	}
-	return string(out), nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	return v, nil
 }

@@ -2,9 +2,9 @@ package events
 
 import "errors"
 
-// ErrPoison matches (errors.Is) every error Decode returns: the message is not a valid command
-// and redelivering it cannot help.
-var ErrPoison = errors.New("events: message is not a valid command")
+// errPoison is wrapped by every [*PoisonError]: the message is not a valid command and
+// redelivering it cannot help.
+var errPoison = errors.New("events: message is not a valid command")
 
 // PoisonError says why a message is not a command.
 //
@@ -22,15 +22,16 @@ type PoisonError struct {
 
 // Error returns "events: message is not a valid command: <reason>".
 func (e *PoisonError) Error() string {
-	return ErrPoison.Error() + ": " + e.Reason
+	return errPoison.Error() + ": " + e.Reason
 }
 
-// Unwrap returns ErrPoison and, when set, Err, so errors.Is and errors.As see both.
+// Unwrap returns the package's poison sentinel and, when set, Err, so errors.Is and errors.As
+// see the underlying cause.
 func (e *PoisonError) Unwrap() []error {
 	if e.Err == nil {
-		return []error{ErrPoison}
+		return []error{errPoison}
 	}
-	return []error{ErrPoison, e.Err}
+	return []error{errPoison, e.Err}
 }
 
 // Poison reasons. They are stable: tests and operators match on them.

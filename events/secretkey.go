@@ -2,35 +2,45 @@ package events
 
 import (
 	"bytes"
-
-	"github.com/go-json-experiment/json/jsontext"
+	"encoding/json"
 
 	"github.com/proxbus/proxbus/internal/redact"
 )
 
 // hasSecretKey reports whether the JSON document doc has a secret-named member
-// ([redact.IsSecretName]) in an object at any depth; false for a document that is not valid
-// JSON. Text that cannot spell such a name (ASCII without escapes and without any of the
-// words) is answered without parsing; otherwise the document is validated and its member
-// names read in one streaming pass, the values never decoded.
+// ([redact.IsSecretName]) in an object at any depth, every occurrence of a repeated name
+// included; false for a document that is not valid JSON.
 func hasSecretKey(doc []byte) bool {
-	if bytes.IndexByte(doc, '\\') < 0 && !redact.MayNameSecret(string(doc)) {
+	if !json.Valid(doc) {
 		return false
 	}
-	if !validJSON(doc) { // the decoder below would also read a second document after the first
-		return false
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber() // a number beyond a float64 is still valid JSON
+	found, _ := secretKeyIn(dec)
+	return found
+}
+
+// secretKeyIn reads the next value from dec and reports whether it holds a secret-named
+// member, stopping at the first one.
+func secretKeyIn(dec *json.Decoder) (bool, error) {
+	tok, err := dec.Token()
+	if err != nil || (tok != json.Delim('{') && tok != json.Delim('[')) {
+		return false, err
 	}
-	dec := jsontext.NewDecoder(bytes.NewReader(doc), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
-	for {
-		// Inside an object an even number of tokens read so far means a name comes next.
-		kind, n := dec.StackIndex(dec.StackDepth())
-		name := kind == '{' && n%2 == 0
-		tok, err := dec.ReadToken()
-		if err != nil {
-			return false // io.EOF at the end of a document without one; anything else is not JSON
+	for dec.More() {
+		if tok == json.Delim('{') {
+			name, err := dec.Token()
+			if err != nil {
+				return false, err
+			}
+			if s, _ := name.(string); redact.IsSecretName(s) {
+				return true, nil
+			}
 		}
-		if name && tok.Kind() == '"' && redact.IsSecretName(tok.String()) {
-			return true
+		if found, err := secretKeyIn(dec); found || err != nil {
+			return found, err
 		}
 	}
+	_, err = dec.Token() // the closing delimiter, so that the enclosing value reads on
+	return false, err
 }

@@ -6,25 +6,28 @@ import (
 	"strings"
 )
 
-// DefaultPrefix is the subject prefix used when none is configured.
-const DefaultPrefix = "proxbus"
+// defaultPrefix is the subject prefix used when none is configured.
+const defaultPrefix = "proxbus"
 
-// Subjects derives every subject and stream name from one prefix (default "proxbus"). The zero
-// value behaves as the default prefix.
-type Subjects struct{ Prefix string }
+// Subjects derives every subject and stream name from one prefix. The zero value behaves as
+// the default prefix, "proxbus".
+type Subjects struct {
+	// Prefix is the first token (or tokens) of every subject; "" means "proxbus".
+	Prefix string
+}
 
-// NewSubjects returns the names for prefix; "" means [DefaultPrefix]. The prefix is not
+// NewSubjects returns the names for prefix; "" means "proxbus". The prefix is not
 // validated: it is operator configuration and must be a valid NATS subject prefix.
 func NewSubjects(prefix string) Subjects {
 	if prefix == "" {
-		prefix = DefaultPrefix
+		prefix = defaultPrefix
 	}
 	return Subjects{Prefix: prefix}
 }
 
 func (s Subjects) prefix() string {
 	if s.Prefix == "" {
-		return DefaultPrefix
+		return defaultPrefix
 	}
 	return s.Prefix
 }

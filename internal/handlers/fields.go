@@ -6,7 +6,6 @@ import (
 	"errors"
 	"sort"
 
-	"github.com/proxbus/proxbus/internal/jsonstr"
 	"github.com/proxbus/proxbus/internal/redact"
 )
 
@@ -23,16 +22,15 @@ type Fields struct {
 
 var errNotObject = errors.New("data is not a JSON object")
 
+// newFields reads data, a JSON object; absent, empty or null data reads as an empty object.
+// Anything else is errNotObject.
 func newFields(data json.RawMessage) (*Fields, error) {
 	f := &Fields{raw: map[string]json.RawMessage{}, declared: map[string]bool{}, failed: map[string]bool{}}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return f, nil
 	}
-	if trimmed[0] != '{' {
-		return nil, errNotObject
-	}
-	if err := json.Unmarshal(trimmed, &f.raw); err != nil {
+	if err := json.Unmarshal(trimmed, &f.raw); err != nil { // anything but an object
 		return nil, errNotObject
 	}
 	return f, nil
@@ -72,8 +70,8 @@ func (f *Fields) String(name string, required bool, valid func(string) bool) str
 		}
 		return ""
 	}
-	s, ok := jsonstr.Decode(raw)
-	if !ok || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) {
+	var s string
+	if json.Unmarshal(raw, &s) != nil || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) {
 		f.Fail(name)
 		return ""
 	}
@@ -89,11 +87,10 @@ func (f *Fields) Int(name string, required bool, def, min, max int64) int64 {
 		}
 		return def
 	}
+	// json.Number keeps the literal exactly; it also accepts a quoted number, but a string
+	// is the wrong type here.
 	var n json.Number
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	// json.Number also accepts a quoted number: a string is the wrong type here.
-	if raw[0] == '"' || dec.Decode(&n) != nil {
+	if raw[0] == '"' || json.Unmarshal(raw, &n) != nil {
 		f.Fail(name)
 		return def
 	}

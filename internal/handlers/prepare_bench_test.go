@@ -19,23 +19,5 @@ func BenchmarkPrepare(b *testing.B) {
 	}
 }
 
+// benchFingerprint is a PBS certificate fingerprint in the form storage.pbs.create accepts.
 const benchFingerprint = "aa:bb:cc:dd:ee:ff:00:11:22:33:44:55:66:77:88:99:aa:bb:cc:dd:ee:ff:00:11:22:33:44:55:66:77:88:99"
-
-// BenchmarkFingerprint is the request fingerprint of one storage.pbs.create input.
-func BenchmarkFingerprint(b *testing.B) {
-	in := PBSStorageInput{Storage: "bbench-17", Server: "pbs.example.net", Port: 8007, Datastore: "store1",
-		Username: "backup@pbs!proxbus", Password: "bench-secret", Fingerprint: benchFingerprint}
-	for _, impl := range []struct {
-		name string
-		f    func(any) (string, error)
-	}{{"onepass", fingerprint}, {"roundtrip", fingerprintByRoundTrip}} {
-		b.Run("impl="+impl.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := impl.f(in); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
