@@ -64,7 +64,7 @@ func TestClusterSurvivesServerLoss(t *testing.T) {
 	nc, js := cl.Connect()
 	e.nats = &testenv.NATS{URL: cl.URL, Conn: nc, JS: js}
 	e.base.NATSURL = cl.URL
-	e.base.StreamReplicas = 3
+	e.base.Consumer.Replicas = 3
 	e.pve.SetLatency(5 * time.Millisecond) // keep commands in flight when the server goes away
 
 	const (
@@ -141,7 +141,7 @@ func TestClusterSurvivesServerLoss(t *testing.T) {
 	}
 	since := time.Now()
 	pending, unacked, err := durableBacklog(e)
-	for drain := since.Add(10 * e.base.AckWait); (err != nil || pending+uint64(unacked) != 0) && time.Now().Before(drain); {
+	for drain := since.Add(10 * e.base.Consumer.AckWait); (err != nil || pending+uint64(unacked) != 0) && time.Now().Before(drain); {
 		time.Sleep(50 * time.Millisecond)
 		pending, unacked, err = durableBacklog(e)
 	}

@@ -13,7 +13,7 @@ import (
 func TestMaxAckPendingReachesTheDurable(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.start(func(c *app.Config) { c.Concurrency, c.MaxAckPending = 4, 12 })
+	e.start(func(c *app.Config) { c.Consumer.Concurrency, c.Consumer.MaxAckPending = 4, 12 })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cons, err := e.nats.JS.Consumer(ctx, e.subjects.CommandsStream(), "proxbus")

@@ -15,12 +15,16 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/embedded"
+	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/repair"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 	"github.com/proxbus/proxbus/internal/store"
@@ -72,7 +76,7 @@ func newEnv(t *testing.T) *env {
 			TokenSecretEnv: "PVE_SECRET", ReadOnly: readOnly, Timeout: 5 * time.Second}
 	}
 	e.base = app.Config{
-		NATSURL: e.nats.URL, RedisURL: e.redis.URL, RedisKeyPrefix: e.redis.Prefix,
+		NATSURL: e.nats.URL, RedisURL: e.redis.URL,
 		NetBoxURL: nbURL, NetBoxToken: app.DemoNetBoxToken,
 		Endpoints: []proxmox.EndpointConfig{ep(1, "lab", false), ep(2, "lab-readonly", false), ep(3, "local-readonly", true)},
 		Getenv: func(name string) string {
@@ -81,14 +85,28 @@ func newEnv(t *testing.T) *env {
 			}
 			return ""
 		},
-		Concurrency: 4, MaxAttempts: 3, AckWait: 2 * time.Second,
-		BusyDelay: 50 * time.Millisecond, MaxWait: 200 * time.Millisecond, ConfirmFor: 3 * time.Second,
-		IdempotencyWindow: 60 * time.Second, LeaseTTL: 3 * time.Second,
-		JournalRetryDelay: 10 * time.Millisecond, RepairInterval: time.Hour, TaskPollInterval: 10 * time.Millisecond,
-		LogHandler: slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
+		Consumer: consumer.Config{Concurrency: 4, AckWait: 2 * time.Second},
+		Store:    store.Options{Prefix: e.redis.Prefix, Window: 60 * time.Second, LeaseTTL: 3 * time.Second},
+		Pipeline: handlers.Settings{
+			MaxAttempts: 3, BusyDelay: 50 * time.Millisecond, MaxWait: 200 * time.Millisecond, ConfirmFor: 3 * time.Second,
+			JournalRetryDelay: 10 * time.Millisecond,
+		},
+		Repair:           repair.Config{Interval: time.Hour},
+		TaskPollInterval: 10 * time.Millisecond,
+		LogHandler:       slog.NewJSONHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}),
 	}
-	e.store = store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: e.base.LeaseTTL})
+	e.store = newStore(t, e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: e.base.Store.LeaseTTL})
 	return e
+}
+
+// newStore is store.New on rdb with opts, failing the test when opts are refused.
+func newStore(t *testing.T, rdb redis.UniversalClient, opts store.Options) *store.Store {
+	t.Helper()
+	st, err := store.New(rdb, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // replica starts one `proxbus serve` in-process; stop drains it and waits for Serve to return.
@@ -339,7 +357,7 @@ func (e *env) redisDump() string {
 // replica leaves, and the resumed command treats it as "the write may have been sent".
 func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, wroteEntry bool) {
 	e.t.Helper()
-	st := store.New(e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: leaseTTL})
+	st := newStore(e.t, e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: leaseTTL})
 	ctx := context.Background()
 	claim, err := st.Claim(ctx, store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead", Fingerprint: "x"})
 	if err != nil || claim.State != store.Claimed {

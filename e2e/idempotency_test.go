@@ -16,7 +16,7 @@ import (
 func TestIdempotencyKeyWindow(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.start(func(c *app.Config) { c.IdempotencyWindow = 1500 * time.Millisecond })
+	e.start(func(c *app.Config) { c.Store.Window = 1500 * time.Millisecond })
 
 	first := e.command(pbs("pbs-idem"))
 	first.IdempotencyKey = "key-1"
@@ -96,7 +96,7 @@ func TestDuplicateCommandRedelivered(t *testing.T) {
 func TestDuplicateInFlightAcrossReplicas(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	fast := func(c *app.Config) { c.Concurrency = 1 }
+	fast := func(c *app.Config) { c.Consumer.Concurrency = 1 }
 	e.replica("r1", fast)
 	e.replica("r2", fast)
 	e.pve.SetLatency(400 * time.Millisecond)

@@ -75,7 +75,7 @@ func TestJournalFinalizationFailsThenRepairedByReplay(t *testing.T) {
 func TestJournalRepairedByRepairer(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.start(func(c *app.Config) { c.RepairInterval = 100 * time.Millisecond })
+	e.start(func(c *app.Config) { c.Repair.Interval = 100 * time.Millisecond })
 	e.netbox.FailPatches(4, 503) // three in the pipeline, one for the repairer's first try
 	cmd := e.command(pbs("pbs-j4"))
 	if res := e.send(cmd); res.JournalFinalized {

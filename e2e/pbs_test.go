@@ -63,7 +63,7 @@ func TestGateWaitsWhileNetBoxIsDown(t *testing.T) {
 	cmd := e.command(pbs("down1"))
 	e.publish(cmd)
 	lookups := func() int { return e.netbox.Requests("GET", "/api/plugins/proxbox/endpoints/proxmox/1/") }
-	eventually(t, 20*time.Second, "more gate lookups than --max-attempts", func() bool { return lookups() > 2*e.base.MaxAttempts })
+	eventually(t, 20*time.Second, "more gate lookups than --max-attempts", func() bool { return lookups() > 2*e.base.Pipeline.MaxAttempts })
 	if res := e.resultsOf(cmd); len(res) != 0 {
 		t.Fatalf("answered while NetBox was down: %+v", res)
 	}

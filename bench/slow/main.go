@@ -104,7 +104,7 @@ func run(n, c int, task, ackWait, poll time.Duration) error {
 	}()
 
 	cfg := e.ProxbusConfig(c)
-	cfg.AckWait, cfg.TaskPollInterval = ackWait, poll
+	cfg.Consumer.AckWait, cfg.TaskPollInterval = ackWait, poll
 	start := time.Now()
 	if dumpPath != "" {
 		time.AfterFunc(task*time.Duration(n/c)/2, dumpGoroutines)

@@ -15,7 +15,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := newFlagSet("dev", stderr)
 	demo := fs.Bool("demo", false, "play a scripted tour of every verb, then exit (0 only when every outcome matched)")
 	redisURL := fs.String("redis-url", "", "use this Redis instead of the embedded, non-durable one")
-	natsPort := fs.Int("nats-port", 4222, "embedded NATS port to try first (a free one when taken; -1: any free port)")
+	natsPort := fs.Int("nats-port", app.DefaultDevNATSPort, "embedded NATS port to try first (a free one when taken; -1: any free port)")
 	fs.checkInt("nats-port", natsPort, -1, 65535) // -1: any free port
 	logFormat, logLevel := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {

@@ -44,9 +44,9 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	sub := args[0]
 	fs := newFlagSet("dlq "+sub, stderr)
-	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsURL := addNATSURLFlag(fs)
 	natsSec := addNATSSecurityFlags(fs)
-	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
+	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	limit := fs.Int("limit", 100, "list at most this many")
 	before := fs.String("before", "", "purge: only letters stored before this time (RFC 3339, or a duration back from now like 24h)")
 	yes := fs.Bool("yes", false, "purge: do not ask (required without --before or when stdin is not a terminal)")

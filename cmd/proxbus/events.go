@@ -24,9 +24,9 @@ import (
 // per event: {"subject","type","id","time","data"} with data the event's own document.
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", stderr)
-	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsURL := addNATSURLFlag(fs)
 	natsSec := addNATSSecurityFlags(fs)
-	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
+	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	id := fs.String("id", "", "follow one command (its CloudEvents id)")
 	source := fs.String("source", "urn:proxbus:cli", "the command's source (needed only for ids that are not plain tokens)")
 	all := fs.Bool("all", false, "start with the oldest stored event instead of new ones")

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
@@ -20,8 +21,8 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%w: proxbus journal pending", errUsage)
 	}
 	fs := newFlagSet("journal pending", stderr)
-	redisURL := fs.str("redis-url", "redis://127.0.0.1:6379/0", "Redis URL")
-	prefix := fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key")
+	redisURL := fs.str("redis-url", app.DefaultRedisURL, "Redis URL")
+	prefix := addRedisKeyPrefixFlag(fs)
 	output := outputFlag(fs)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
@@ -36,7 +37,11 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
-	repairs, err := store.New(rdb, store.Options{Prefix: *prefix}).PendingRepairs(ctx)
+	st, err := store.New(rdb, store.Options{Prefix: *prefix})
+	if err != nil {
+		return err
+	}
+	repairs, err := st.PendingRepairs(ctx)
 	if err != nil {
 		return err
 	}

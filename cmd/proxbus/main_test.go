@@ -44,7 +44,7 @@ func devEnv(t *testing.T) *app.DevEnv {
 	}
 	t.Cleanup(env.Close)
 	cfg := env.ServeConfig()
-	cfg.RedisKeyPrefix = r.Prefix
+	cfg.Store.Prefix = r.Prefix
 	ready := make(chan struct{})
 	var once sync.Once
 	cfg.OnReady = func() { once.Do(func() { close(ready) }) }
@@ -452,7 +452,10 @@ func TestEvents(t *testing.T) {
 func TestJournalPending(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
-	st := store.New(r.Client, store.Options{Prefix: r.Prefix})
+	st, err := store.New(r.Client, store.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := st.SaveRepair(context.Background(), store.Repair{
 		Command: store.CommandKey{Source: "/test", ID: "pending-1"}, Verb: "vm.start", JournalID: 7,
 		JournalURL: "http://netbox/api/extras/journal-entries/7/", Kind: "info", Comments: "- result: ok\n",

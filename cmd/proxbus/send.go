@@ -24,9 +24,9 @@ import (
 // Exit code: 0 for a status below 400, 1 otherwise (2 for usage errors).
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", stderr)
-	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsURL := addNATSURLFlag(fs)
 	natsSec := addNATSSecurityFlags(fs)
-	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
+	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
 	data := fs.String("data", "{}", "command data: JSON, or @file")
 	key := fs.String("idempotency-key", "", "Idempotency-Key")

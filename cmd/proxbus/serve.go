@@ -9,10 +9,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/config"
+	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/internal/ingress"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
-// serveFlags are the flags of `serve`, shared by `dev` for the processor's tuning.
+// serveFlags are the flags of `serve`; their defaults are the documented defaults of the
+// configuration each one sets.
 type serveFlags struct {
 	fs                                                            *flagSet
 	natsURL, redisURL, netboxURL, endpointsFile, prefix, instance *string
@@ -48,34 +55,49 @@ func addServeFlags(fs *flagSet) *serveFlags {
 	logFormat, logLevel := addLogFlags(fs)
 	return &serveFlags{
 		fs:             fs,
-		natsURL:        fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL"),
-		redisURL:       fs.str("redis-url", "redis://127.0.0.1:6379/0", "Redis URL (rediss:// for TLS, user:password@ for ACL)"),
+		natsURL:        addNATSURLFlag(fs),
+		redisURL:       fs.str("redis-url", app.DefaultRedisURL, "Redis URL (rediss:// for TLS, user:password@ for ACL)"),
 		netboxURL:      fs.str("netbox-url", "", "NetBox base URL"),
 		netboxToken:    fs.secret("netbox-token", "the NetBox API token (v1 40-hex or v2 nbt_…)"),
 		endpointsFile:  fs.str("endpoints-file", "", "YAML file of Proxmox endpoints"),
-		prefix:         fs.str("subject-prefix", "proxbus", "prefix of every subject and stream name"),
+		prefix:         addSubjectPrefixFlag(fs, "prefix of every subject and stream name"),
 		instance:       fs.str("instance", "", "name of this replica (default host-pid)"),
 		logFormat:      logFormat,
 		logLevel:       logLevel,
-		redisKeyPrefix: fs.str("redis-key-prefix", "proxbus", "prefix of every Redis key"),
+		redisKeyPrefix: addRedisKeyPrefixFlag(fs),
 		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz and /readyz (e.g. :9090; empty: off)"),
 		httpTLSCert:    fs.str("http-tls-cert", "", "PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)"),
 		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
 		webhookSecret:  fs.secret("webhook-secret", "the NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
 		webhookRules:   fs.str("webhook-rules", "", "YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)"),
 		proxboxAPIKey:  fs.secret("proxbox-api-key", "the X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
-		resultTimeout:  fs.durationIn("http-result-timeout", 60*time.Second, minResultTimeout, maxResultTimeout, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
-		concurrency:    fs.intIn("concurrency", 8, 1, maxConcurrency, "commands processed at once by this replica"),
+		resultTimeout:  fs.durationIn("http-result-timeout", ingress.DefaultResultTimeout, minResultTimeout, maxResultTimeout, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
+		concurrency:    fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands processed at once by this replica"),
 		maxAckPending:  addMaxAckPendingFlag(fs),
-		maxAttempts:    fs.intIn("max-attempts", 5, 1, maxMaxAttempts, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
-		streamReplicas: fs.intIn("stream-replicas", 1, 1, maxStreamReplicas, "replica count of the provisioned streams (3 on a clustered broker; serve never lowers it, streams apply does when given)"),
-		ackWait:        fs.durationIn("ack-wait", 30*time.Second, minAckWait, maxAckWait, "JetStream AckWait (kept alive by InProgress every ack-wait/3)"),
-		dedupeTTL:      fs.durationIn("dedupe-ttl", 24*time.Hour, minDedupeTTL, 0, "how long finished commands are remembered"),
-		idemWindow:     fs.durationIn("idempotency-window", 60*time.Second, minWindow, 0, "Idempotency-Key window"),
-		leaseTTL:       fs.durationIn("lease-ttl", 30*time.Second, minLeaseTTL, maxLeaseTTL, "a running command's lease; a dead replica's work is resumed after it"),
+		maxAttempts:    fs.intIn("max-attempts", handlers.DefaultMaxAttempts, 1, maxMaxAttempts, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
+		streamReplicas: fs.intIn("stream-replicas", consumer.DefaultReplicas, 1, maxStreamReplicas, "replica count of the provisioned streams (3 on a clustered broker; serve never lowers it, streams apply does when given)"),
+		ackWait:        fs.durationIn("ack-wait", consumer.DefaultAckWait, minAckWait, maxAckWait, "JetStream AckWait (kept alive by InProgress every ack-wait/3)"),
+		dedupeTTL:      fs.durationIn("dedupe-ttl", store.DefaultDedupeTTL, minDedupeTTL, 0, "how long finished commands are remembered"),
+		idemWindow:     fs.durationIn("idempotency-window", store.DefaultWindow, minWindow, 0, "Idempotency-Key window"),
+		leaseTTL:       fs.durationIn("lease-ttl", store.DefaultLeaseTTL, minLeaseTTL, maxLeaseTTL, "a running command's lease; a dead replica's work is resumed after it"),
 		noProvision:    fs.boolean("no-provision", false, "do not create or update streams and the consumer"),
 		security:       addSecurityFlags(fs),
 	}
+}
+
+// addNATSURLFlag adds --nats-url (every subcommand that connects to NATS).
+func addNATSURLFlag(fs *flagSet) *string {
+	return fs.str("nats-url", app.DefaultNATSURL, "NATS server URL")
+}
+
+// addSubjectPrefixFlag adds --subject-prefix (every subcommand that names subjects).
+func addSubjectPrefixFlag(fs *flagSet, help string) *string {
+	return fs.str("subject-prefix", events.NewSubjects("").Prefix, help)
+}
+
+// addRedisKeyPrefixFlag adds --redis-key-prefix (serve and journal pending).
+func addRedisKeyPrefixFlag(fs *flagSet) *string {
+	return fs.str("redis-key-prefix", store.DefaultPrefix, "prefix of every Redis key")
 }
 
 // addMaxAckPendingFlag adds --max-ack-pending (serve and streams apply): 0 means
@@ -116,10 +138,14 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 	}
 	return app.Config{
 		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: netboxToken,
-		EndpointsFile: *f.endpointsFile, SubjectPrefix: *f.prefix, Instance: *f.instance, RedisKeyPrefix: *f.redisKeyPrefix,
-		Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending, MaxAttempts: *f.maxAttempts, StreamReplicas: *f.streamReplicas, AckWait: *f.ackWait, DedupeTTL: *f.dedupeTTL,
-		IdempotencyWindow: *f.idemWindow, LeaseTTL: *f.leaseTTL, NoProvision: *f.noProvision, LogHandler: h,
-		Security: f.security.security(), HTTPAddr: *f.httpAddr,
+		EndpointsFile: *f.endpointsFile, Instance: *f.instance,
+		Consumer: consumer.Config{
+			Subjects: events.NewSubjects(*f.prefix), Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending,
+			Replicas: *f.streamReplicas, AckWait: *f.ackWait,
+		},
+		Store:       store.Options{Prefix: *f.redisKeyPrefix, DedupeTTL: *f.dedupeTTL, Window: *f.idemWindow, LeaseTTL: *f.leaseTTL},
+		Pipeline:    handlers.Settings{MaxAttempts: *f.maxAttempts},
+		NoProvision: *f.noProvision, LogHandler: h, Security: f.security.security(), HTTPAddr: *f.httpAddr,
 		Ingress: app.Ingress{
 			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules,
 			ProxboxAPIKey: proxboxAPIKey, ResultTimeout: *f.resultTimeout,
@@ -155,7 +181,7 @@ func (f *serveFlags) httpListener(h slog.Handler) (net.Listener, error) {
 		return nil, err
 	}
 	if *f.httpAddr == "" {
-		return nil, fmt.Errorf("%w: --http-tls-cert and --http-tls-key need --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", app.ErrConfig)
+		return nil, fmt.Errorf("%w: --http-tls-cert and --http-tls-key need --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", config.ErrInvalid)
 	}
 	return app.ListenHTTP(*f.httpAddr, tlsCfg)
 }

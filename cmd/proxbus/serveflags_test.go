@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -36,8 +36,8 @@ func TestServeFlagsReachTheConfig(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"MaxAckPending (env)", cfg.MaxAckPending, 24},
-		{"StreamReplicas", cfg.StreamReplicas, 3},
+		{"MaxAckPending (env)", cfg.Consumer.MaxAckPending, 24},
+		{"StreamReplicas", cfg.Consumer.Replicas, 3},
 		{"HTTPAddr", cfg.HTTPAddr, ":9090"},
 		{"Ingress.WebhookSecret (env)", cfg.Ingress.WebhookSecret, "hook-secret"},
 		{"Ingress.WebhookRulesFile", cfg.Ingress.WebhookRulesFile, "/etc/proxbus/rules.yaml"},
@@ -85,7 +85,7 @@ func TestServeHTTPTLSFlags(t *testing.T) {
 			}
 			ln, err := sf.httpListener(slog.DiscardHandler)
 			if tc.wantErr != "" {
-				if !errors.Is(err, app.ErrConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+				if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want a config error saying %q", err, tc.wantErr)
 				}
 				return

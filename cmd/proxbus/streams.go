@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
@@ -21,13 +20,13 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("%w: proxbus streams apply", errUsage)
 	}
 	fs := newFlagSet("streams apply", stderr)
-	natsURL := fs.str("nats-url", "nats://127.0.0.1:4222", "NATS server URL")
+	natsURL := addNATSURLFlag(fs)
 	natsSec := addNATSSecurityFlags(fs)
-	prefix := fs.str("subject-prefix", "proxbus", "subject prefix")
-	concurrency := fs.intIn("concurrency", 8, 1, maxConcurrency, "commands one replica processes at once (the default of --max-ack-pending)")
+	prefix := addSubjectPrefixFlag(fs, "subject prefix")
+	concurrency := fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands one replica processes at once (the default of --max-ack-pending)")
 	maxAckPending := addMaxAckPendingFlag(fs)
-	replicas := fs.intIn("stream-replicas", 1, 1, maxStreamReplicas, "replica count of the streams (3 on a clustered broker)")
-	ackWait := fs.durationIn("ack-wait", 30*time.Second, minAckWait, maxAckWait, "the consumer's AckWait (as serve's --ack-wait)")
+	replicas := fs.intIn("stream-replicas", consumer.DefaultReplicas, 1, maxStreamReplicas, "replica count of the streams (3 on a clustered broker)")
+	ackWait := fs.durationIn("ack-wait", consumer.DefaultAckWait, minAckWait, maxAckWait, "the consumer's AckWait (as serve's --ack-wait)")
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/redact"
 )
 
@@ -65,8 +66,9 @@ const (
 // NATSOptions returns the nats.Connect options of a proxbus connection named name: the
 // credentials and TLS settings of s, reconnection forever (see [NATSReconnectWait]), and
 // handlers that log disconnects, reconnects and asynchronous errors on log (nil: discard).
-// Every file named in s is read and checked now, so a bad setting fails here, wrapped in
-// [ErrConfig], rather than at the first (re)connect. Errors name files, never their content.
+// Every file named in s is read and checked now, so a bad setting fails here, wrapping
+// [config.ErrInvalid], rather than at the first (re)connect. Errors name files, never their
+// content.
 // User and password (or a token) in the NATS URL keep working and may be combined with TLS.
 func NATSOptions(s Security, name string, log *slog.Logger) ([]nats.Option, error) {
 	if log == nil {
@@ -148,7 +150,7 @@ func natsSecurityOptions(s Security, log *slog.Logger) ([]nats.Option, error) {
 	var opts []nats.Option
 	switch {
 	case s.NATSCreds != "" && s.NATSNKey != "":
-		return nil, fmt.Errorf("%w: set only one of the NATS creds file and the NATS NKey seed file", ErrConfig)
+		return nil, fmt.Errorf("%w: set only one of the NATS creds file and the NATS NKey seed file", config.ErrInvalid)
 	case s.NATSCreds != "":
 		warnIfShared(log, "nats creds", s.NATSCreds)
 		opts = append(opts, nats.UserCredentials(s.NATSCreds))
@@ -156,12 +158,12 @@ func natsSecurityOptions(s Security, log *slog.Logger) ([]nats.Option, error) {
 		warnIfShared(log, "nats nkey seed", s.NATSNKey)
 		o, err := nats.NkeyOptionFromSeed(s.NATSNKey)
 		if err != nil {
-			return nil, fmt.Errorf("%w: nats nkey seed file %s: %w", ErrConfig, s.NATSNKey, err)
+			return nil, fmt.Errorf("%w: nats nkey seed file %s: %w", config.ErrInvalid, s.NATSNKey, err)
 		}
 		opts = append(opts, o)
 	}
 	if (s.NATSTLSCert == "") != (s.NATSTLSKey == "") {
-		return nil, fmt.Errorf("%w: the NATS TLS client certificate and key go together", ErrConfig)
+		return nil, fmt.Errorf("%w: the NATS TLS client certificate and key go together", config.ErrInvalid)
 	}
 	if s.NATSTLSCA != "" {
 		opts = append(opts, nats.RootCAs(s.NATSTLSCA))
@@ -182,7 +184,7 @@ func checkNATSOptions(opts []nats.Option, creds bool) error {
 	o := nats.GetDefaultOptions()
 	for _, opt := range opts {
 		if err := opt(&o); err != nil {
-			return fmt.Errorf("%w: nats: %w", ErrConfig, err)
+			return fmt.Errorf("%w: nats: %w", config.ErrInvalid, err)
 		}
 	}
 	if !creds {
@@ -190,15 +192,15 @@ func checkNATSOptions(opts []nats.Option, creds bool) error {
 	}
 	jwt, err := o.UserJWT()
 	if err != nil {
-		return fmt.Errorf("%w: nats creds: %w", ErrConfig, err)
+		return fmt.Errorf("%w: nats creds: %w", config.ErrInvalid, err)
 	}
 	// nats.go sends an undecorated file whole as the JWT: refuse anything that is not one,
 	// lest a bare seed be sent to the server.
 	if strings.Count(jwt, ".") != 2 || strings.ContainsAny(jwt, " \t\r\n") {
-		return fmt.Errorf("%w: nats creds file holds no user JWT", ErrConfig)
+		return fmt.Errorf("%w: nats creds file holds no user JWT", config.ErrInvalid)
 	}
 	if _, err := o.SignatureCB([]byte("proxbus-probe")); err != nil {
-		return fmt.Errorf("%w: nats creds: %w", ErrConfig, err)
+		return fmt.Errorf("%w: nats creds: %w", config.ErrInvalid, err)
 	}
 	return nil
 }
@@ -213,31 +215,31 @@ func warnIfShared(log *slog.Logger, what, path string) {
 // RedisClient returns a client for rawURL (redis://[user:password@]host:port/db, rediss://
 // for TLS; go-redis query options allowed) with the TLS settings of s. It does not connect.
 // A CA file or insecure mode without rediss://, both together, or skip_verify in the URL are
-// refused with [ErrConfig]. Errors show the URL with its password replaced, never the password.
+// refused with [config.ErrInvalid]. Errors show the URL with its password replaced, never the password.
 func RedisClient(rawURL string, s Security) (*redis.Client, error) {
 	shown := RedactURL(rawURL)
 	if s.RedisTLSCA != "" && s.RedisTLSInsecure {
-		return nil, fmt.Errorf("%w: set only one of the Redis TLS CA file and Redis TLS insecure", ErrConfig)
+		return nil, fmt.Errorf("%w: set only one of the Redis TLS CA file and Redis TLS insecure", config.ErrInvalid)
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: redis URL %s does not parse", ErrConfig, shown)
+		return nil, fmt.Errorf("%w: redis URL %s does not parse", config.ErrInvalid, shown)
 	}
 	if u.Query().Has("skip_verify") {
-		return nil, fmt.Errorf("%w: redis URL %s: use the explicit Redis TLS insecure setting, not skip_verify", ErrConfig, shown)
+		return nil, fmt.Errorf("%w: redis URL %s: use the explicit Redis TLS insecure setting, not skip_verify", config.ErrInvalid, shown)
 	}
 	ropts, err := redis.ParseURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, scrubError("redis URL "+shown, err, URLPasswords(rawURL)))
+		return nil, fmt.Errorf("%w: %w", config.ErrInvalid, scrubError("redis URL "+shown, err, URLPasswords(rawURL)))
 	}
 	if s.RedisTLSCA != "" || s.RedisTLSInsecure {
 		if ropts.TLSConfig == nil {
-			return nil, fmt.Errorf("%w: redis URL %s: Redis TLS settings need a rediss:// URL", ErrConfig, shown)
+			return nil, fmt.Errorf("%w: redis URL %s: Redis TLS settings need a rediss:// URL", config.ErrInvalid, shown)
 		}
 		if s.RedisTLSCA != "" {
 			pool, err := loadCAPool(s.RedisTLSCA)
 			if err != nil {
-				return nil, fmt.Errorf("%w: redis tls ca: %w", ErrConfig, err)
+				return nil, fmt.Errorf("%w: redis tls ca: %w", config.ErrInvalid, err)
 			}
 			ropts.TLSConfig.RootCAs = pool
 		}
@@ -279,17 +281,18 @@ const NetBoxIdleConnsPerHost = 64
 
 // NetBoxHTTPClient returns the HTTP client for NetBox (netbox.Config.HTTPClient): only the
 // CAs of NetBoxTLSCA are trusted when it is set, no verification with NetBoxTLSInsecure, the
-// system roots otherwise. Both set, or an unusable CA file, is an [ErrConfig] error. It has
-// no Timeout of its own: the netbox client bounds each request (netbox.Config.Timeout).
+// system roots otherwise. Both set, or an unusable CA file, is an error wrapping
+// [config.ErrInvalid]. It has no Timeout of its own: the netbox client bounds each request
+// (netbox.Config.Timeout).
 func NetBoxHTTPClient(s Security) (*http.Client, error) {
 	if s.NetBoxTLSCA != "" && s.NetBoxTLSInsecure {
-		return nil, fmt.Errorf("%w: set only one of the NetBox TLS CA file and NetBox TLS insecure", ErrConfig)
+		return nil, fmt.Errorf("%w: set only one of the NetBox TLS CA file and NetBox TLS insecure", config.ErrInvalid)
 	}
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: s.NetBoxTLSInsecure}
 	if s.NetBoxTLSCA != "" {
 		pool, err := loadCAPool(s.NetBoxTLSCA)
 		if err != nil {
-			return nil, fmt.Errorf("%w: netbox tls ca: %w", ErrConfig, err)
+			return nil, fmt.Errorf("%w: netbox tls ca: %w", config.ErrInvalid, err)
 		}
 		cfg.RootCAs = pool
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/netbox"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 )
@@ -338,7 +339,7 @@ func TestNATSOptionsConnect(t *testing.T) {
 					nc.Close()
 					t.Fatal("connected; want a refusal")
 				}
-				if errors.Is(err, app.ErrConfig) || !containsOneOf(strings.ToLower(err.Error()), tt.refusal) {
+				if errors.Is(err, config.ErrInvalid) || !containsOneOf(strings.ToLower(err.Error()), tt.refusal) {
 					t.Fatalf("error %v; want a refused connection (%q)", err, tt.refusal)
 				}
 				return
@@ -396,8 +397,8 @@ func TestNATSOptionsReconnects(t *testing.T) {
 	}
 }
 
-// TestNATSOptionsConfigErrors pins the settings refused before any connection: an ErrConfig
-// that names the file, never its content.
+// TestNATSOptionsConfigErrors pins the settings refused before any connection: an error
+// wrapping config.ErrInvalid that names the file, never its content.
 func TestNATSOptionsConfigErrors(t *testing.T) {
 	t.Parallel()
 	p := newPKI(t)
@@ -428,8 +429,8 @@ func TestNATSOptionsConfigErrors(t *testing.T) {
 			t.Parallel()
 			log, _ := newLog(t, nkSeed)
 			opts, err := app.NATSOptions(tt.sec, "proxbus test", log)
-			if !errors.Is(err, app.ErrConfig) {
-				t.Fatalf("NATSOptions = %d options, %v; want ErrConfig", len(opts), err)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("NATSOptions = %d options, %v; want config.ErrInvalid", len(opts), err)
 			}
 			if tt.notExist && !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%v does not match os.ErrNotExist", err)
@@ -519,7 +520,7 @@ func TestRedisClientTLS(t *testing.T) {
 }
 
 // TestRedisClientURL pins what RedisClient takes from the URL (ACL user, password, DB, TLS)
-// and the settings it refuses with ErrConfig, whose text never holds the password.
+// and the settings it refuses with config.ErrInvalid, whose text never holds the password.
 func TestRedisClientURL(t *testing.T) {
 	t.Parallel()
 	p := newPKI(t)
@@ -575,8 +576,8 @@ func TestRedisClientURL(t *testing.T) {
 			if rdb != nil {
 				_ = rdb.Close()
 			}
-			if !errors.Is(err, app.ErrConfig) {
-				t.Fatalf("RedisClient: %v; want ErrConfig", err)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("RedisClient: %v; want config.ErrInvalid", err)
 			}
 			if tt.notExist && !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%v does not match os.ErrNotExist", err)
@@ -663,7 +664,7 @@ func TestNetBoxHTTPClientRejects(t *testing.T) {
 		sec  app.Security
 		is   error
 	}{
-		{name: "ca and insecure", sec: app.Security{NetBoxTLSCA: p.caFile, NetBoxTLSInsecure: true}, is: app.ErrConfig},
+		{name: "ca and insecure", sec: app.Security{NetBoxTLSCA: p.caFile, NetBoxTLSInsecure: true}, is: config.ErrInvalid},
 		{name: "missing ca", sec: app.Security{NetBoxTLSCA: filepath.Join(t.TempDir(), "missing")}, is: os.ErrNotExist},
 		{name: "ca without certificate", sec: app.Security{NetBoxTLSCA: noPEM}, is: app.ErrNoCertificate},
 	}
@@ -671,8 +672,8 @@ func TestNetBoxHTTPClientRejects(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			hc, err := app.NetBoxHTTPClient(tt.sec)
-			if !errors.Is(err, app.ErrConfig) || !errors.Is(err, tt.is) {
-				t.Fatalf("NetBoxHTTPClient = %v, %v; want ErrConfig and %v", hc, err, tt.is)
+			if !errors.Is(err, config.ErrInvalid) || !errors.Is(err, tt.is) {
+				t.Fatalf("NetBoxHTTPClient = %v, %v; want config.ErrInvalid and %v", hc, err, tt.is)
 			}
 		})
 	}

@@ -32,11 +32,15 @@ const (
 	demoSecretVariable = "PROXBUS_DEMO_SECRET"
 )
 
-// DevOptions configures [StartDev].
+// DefaultDevNATSPort is the port [StartDev] tries first for the embedded NATS.
+const DefaultDevNATSPort = 4222
+
+// DevOptions configures [StartDev]. The zero value of every field means its default.
 type DevOptions struct {
 	// RedisURL is a real Redis to use; empty starts the embedded, non-durable one.
 	RedisURL string
-	// NATSPort is tried first for the embedded NATS (default 4222); a free port otherwise.
+	// NATSPort is tried first for the embedded NATS (default DefaultDevNATSPort); a free port
+	// when it is taken, or when it is -1.
 	NATSPort int
 	// Logger receives the simulators' logs.
 	Logger *slog.Logger
@@ -74,7 +78,7 @@ func StartDev(opts DevOptions) (*DevEnv, error) {
 	}()
 	port := opts.NATSPort
 	if port == 0 {
-		port = 4222
+		port = DefaultDevNATSPort
 	}
 	if !embedded.PortFree("127.0.0.1", port) {
 		port = -1

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // RouteDeps is what [Config.Routes] gets to build extra HTTP handlers (a webhook ingress, an
@@ -118,7 +119,7 @@ func listenHTTP(addr string, ln net.Listener, mux *http.ServeMux, log *slog.Logg
 		}
 		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
-			return nil, fmt.Errorf("%w: http listen %s: %w", ErrConfig, addr, err)
+			return nil, fmt.Errorf("%w: http listen %s: %w", config.ErrInvalid, addr, err)
 		}
 	}
 	return &httpServer{
@@ -163,8 +164,8 @@ const (
 // HTTPTLS loads the certificate the HTTP server presents: certFile (--http-tls-cert) is a
 // PEM chain, leaf first, keyFile (--http-tls-key) its PEM private key. Both or neither:
 // neither returns nil, nil (plain HTTP). One without the other, a file that cannot be read,
-// or a pair that does not parse or match is an ErrConfig error naming the flag; file contents
-// are never shown. A key file readable by group or others is logged as a warning (log may be
+// or a pair that does not parse or match is an error wrapping [config.ErrInvalid] naming the
+// flag; file contents are never shown. A key file readable by group or others is logged as a warning (log may be
 // nil). The files are read once: rotate the certificate by restarting the replica.
 // The config serves TLS 1.2 and later, HTTP/2 and HTTP/1.1, and asks for no client certificate.
 func HTTPTLS(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
@@ -172,17 +173,17 @@ func HTTPTLS(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
 	case certFile == "" && keyFile == "":
 		return nil, nil
 	case keyFile == "":
-		return nil, fmt.Errorf("%w: %s is set but %s is not: give the certificate's key file too, or neither", ErrConfig, flagHTTPTLSCert, flagHTTPTLSKey)
+		return nil, fmt.Errorf("%w: %s is set but %s is not: give the certificate's key file too, or neither", config.ErrInvalid, flagHTTPTLSCert, flagHTTPTLSKey)
 	case certFile == "":
-		return nil, fmt.Errorf("%w: %s is set but %s is not: give the certificate file too, or neither", ErrConfig, flagHTTPTLSKey, flagHTTPTLSCert)
+		return nil, fmt.Errorf("%w: %s is set but %s is not: give the certificate file too, or neither", config.ErrInvalid, flagHTTPTLSKey, flagHTTPTLSCert)
 	}
 	certPEM, err := os.ReadFile(certFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: cannot read the certificate file: %w", ErrConfig, flagHTTPTLSCert, err)
+		return nil, fmt.Errorf("%w: %s: cannot read the certificate file: %w", config.ErrInvalid, flagHTTPTLSCert, err)
 	}
 	keyPEM, err := os.ReadFile(keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: cannot read the key file: %w", ErrConfig, flagHTTPTLSKey, err)
+		return nil, fmt.Errorf("%w: %s: cannot read the key file: %w", config.ErrInvalid, flagHTTPTLSKey, err)
 	}
 	if log != nil {
 		warnIfShared(log, "http tls key", keyFile)
@@ -190,7 +191,7 @@ func HTTPTLS(certFile, keyFile string, log *slog.Logger) (*tls.Config, error) {
 	cert, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %s and %s %s are not a PEM certificate and its private key: %w",
-			ErrConfig, flagHTTPTLSCert, certFile, flagHTTPTLSKey, keyFile, err)
+			config.ErrInvalid, flagHTTPTLSCert, certFile, flagHTTPTLSKey, keyFile, err)
 	}
 	return &tls.Config{
 		Certificates: []tls.Certificate{cert},
@@ -207,11 +208,11 @@ type httpsListener struct{ net.Listener }
 // on an HTTPS port) and is served nothing. With cfg nil it is a plain TCP listener.
 func ListenHTTP(addr string, cfg *tls.Config) (net.Listener, error) {
 	if addr == "" {
-		return nil, fmt.Errorf("%w: the HTTP server needs --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", ErrConfig)
+		return nil, fmt.Errorf("%w: the HTTP server needs --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", config.ErrInvalid)
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --http-addr %s: %w", ErrConfig, addr, err)
+		return nil, fmt.Errorf("%w: --http-addr %s: %w", config.ErrInvalid, addr, err)
 	}
 	if cfg == nil {
 		return ln, nil

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -126,7 +127,7 @@ func TestHTTPServesTLS(t *testing.T) {
 }
 
 // TestHTTPTLSConfig: both files or neither; one alone, an unreadable file or a pair that does
-// not match is an ErrConfig error naming the flag, never the file's contents.
+// not match is an error wrapping config.ErrInvalid naming the flag, never the file's contents.
 func TestHTTPTLSConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -161,8 +162,8 @@ func TestHTTPTLSConfig(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrConfig) {
-				t.Fatalf("err = %v, want ErrConfig", err)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Fatalf("err = %v, want config.ErrInvalid", err)
 			}
 			for _, want := range tc.wantErr {
 				if !strings.Contains(err.Error(), want) {

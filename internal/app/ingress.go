@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/ingress"
 )
 
@@ -20,7 +21,8 @@ type Ingress struct {
 	// ProxboxAPIKey enables the proxbox-api compatible POST /proxmox/storage/pbs, which
 	// requires it in X-Proxbox-API-Key.
 	ProxboxAPIKey string
-	// ResultTimeout is how long the proxbox-api front waits for a result (default 60s).
+	// ResultTimeout is how long the proxbox-api front waits for a result (default
+	// ingress.DefaultResultTimeout).
 	ResultTimeout time.Duration
 }
 
@@ -34,19 +36,19 @@ func (i Ingress) secrets() []string { return []string{i.WebhookSecret, i.Proxbox
 func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 	if !i.enabled() {
 		if i.WebhookRulesFile != "" {
-			return nil, fmt.Errorf("%w: a webhook rules file needs the webhook secret (PROXBUS_WEBHOOK_SECRET)", ErrConfig)
+			return nil, fmt.Errorf("%w: a webhook rules file needs the webhook secret (PROXBUS_WEBHOOK_SECRET)", config.ErrInvalid)
 		}
 		return nil, nil
 	}
 	if !httpOn {
-		return nil, fmt.Errorf("%w: the webhook ingress and the proxbox-api front need the HTTP server (PROXBUS_HTTP_ADDR)", ErrConfig)
+		return nil, fmt.Errorf("%w: the webhook ingress and the proxbox-api front need the HTTP server (PROXBUS_HTTP_ADDR)", config.ErrInvalid)
 	}
 	if i.WebhookRulesFile == "" {
 		return nil, nil
 	}
-	rules, err := ingress.LoadRules(i.WebhookRulesFile)
+	rules, err := ingress.LoadRules(i.WebhookRulesFile) // its errors wrap config.ErrInvalid
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("webhook rules %s (PROXBUS_WEBHOOK_RULES): %w", i.WebhookRulesFile, err)
 	}
 	return rules, nil
 }
@@ -59,7 +61,7 @@ func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps)
 		ResultTimeout: i.ResultTimeout, Logger: deps.Logger.With("component", "ingress"),
 	})
 	if err != nil {
-		return fmt.Errorf("ingress: %w", err)
+		return err
 	}
 	srv.Routes(mux)
 	return nil

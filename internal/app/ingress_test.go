@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // TestIngressCheck pins when the fronts can start: a front needs the HTTP server, a rules file
@@ -42,8 +44,8 @@ func TestIngressCheck(t *testing.T) {
 			t.Parallel()
 			rules, err := tt.in.check(tt.httpOn)
 			if tt.wantErr {
-				if !errors.Is(err, ErrConfig) {
-					t.Fatalf("err = %v, want ErrConfig", err)
+				if !errors.Is(err, config.ErrInvalid) {
+					t.Fatalf("err = %v, want config.ErrInvalid", err)
 				}
 				return
 			}

@@ -5,7 +5,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -19,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/metrics"
@@ -30,45 +30,54 @@ import (
 	"github.com/proxbus/proxbus/internal/tracing"
 )
 
-// Config is everything `proxbus serve` can be told (contract §10). Zero values take the
-// documented defaults.
+// Defaults of [Config].
+const (
+	DefaultNATSURL  = nats.DefaultURL
+	DefaultRedisURL = "redis://127.0.0.1:6379/0"
+	// DefaultEndpointCacheTTL is also the longest EndpointCacheTTL allowed: a ProxmoxEndpoint
+	// changed in NetBox takes effect within it.
+	DefaultEndpointCacheTTL = 30 * time.Second
+)
+
+// Config is everything `proxbus serve` can be told (contract §10). The zero value of every
+// field means its documented default: a Default… constant of this package, or of the package
+// a nested configuration belongs to. A value out of range is an error of [Serve] wrapping
+// config.ErrInvalid that names the field or its flag, never replaced by the default.
 type Config struct {
-	NATSURL       string // default nats://127.0.0.1:4222
-	RedisURL      string // default redis://127.0.0.1:6379/0
-	NetBoxURL     string
-	NetBoxToken   string
+	NATSURL     string // default DefaultNATSURL
+	RedisURL    string // default DefaultRedisURL
+	NetBoxURL   string // required
+	NetBoxToken string
+	// NetBoxTimeout bounds each NetBox request (default netbox.DefaultTimeout).
+	NetBoxTimeout time.Duration
+	// EndpointsFile is the YAML file of Proxmox endpoints, required unless Endpoints is set.
 	EndpointsFile string
 	// Endpoints, when set, is used instead of EndpointsFile.
 	Endpoints []proxmox.EndpointConfig
 	// Getenv resolves token_secret_env (default os.Getenv).
 	Getenv func(string) string
-
-	SubjectPrefix string // default "proxbus"
-	Concurrency   int    // default 8
-	MaxAckPending int    // in flight across all replicas (default Concurrency; N replicas: N×Concurrency)
-	// MaxAttempts is how many failed attempts a command may have before it is answered 503
-	// attempts_exhausted (default 5; waiting spends none, and a command that may have written
-	// is never failed for it).
-	MaxAttempts int
-	AckWait     time.Duration // default 30s
-	// BusyDelay and MaxWait pace a waiting command; ConfirmFor bounds how long an interrupted
-	// write's effect is looked for (handlers.Config; defaults 1s, 30s, 30s).
-	BusyDelay, MaxWait, ConfirmFor time.Duration
-	DedupeTTL                      time.Duration // default 24h
-	IdempotencyWindow              time.Duration // default 60s
-	LeaseTTL                       time.Duration // default 30s
-	EndpointCacheTTL               time.Duration // default 30s, at most 30s
-	NetBoxTimeout                  time.Duration // default 10s
-	JournalRetryDelay              time.Duration // default 200ms
-	RepairInterval                 time.Duration // default 2s
-	// TaskPollInterval is how often a Proxmox task's status is polled (default 500ms).
+	// EndpointCacheTTL is how long a ProxmoxEndpoint read from NetBox is used (default, and at
+	// most, DefaultEndpointCacheTTL).
+	EndpointCacheTTL time.Duration
+	// TaskPollInterval is how often a Proxmox task's status is polled (default: the proxmox
+	// client's).
 	TaskPollInterval time.Duration
-	NoProvision      bool
-	// StreamReplicas is the replica count of the streams proxbus provisions (default 1; 3 on
-	// a clustered broker).
-	StreamReplicas int
-	// RedisKeyPrefix namespaces every Redis key (default "proxbus").
-	RedisKeyPrefix string
+
+	// Consumer configures the streams and the durable consumer (concurrency, MaxAckPending,
+	// AckWait, replicas); its Subjects name every subject and stream proxbus uses (zero: the
+	// default prefix). Serve sets its Instance, Logger, Middleware and DeadLettered.
+	Consumer consumer.Config
+	// Store configures the Redis store: the key prefix, how long commands are remembered, the
+	// Idempotency-Key window and the lease of a running command.
+	Store store.Options
+	// Pipeline tunes the verb pipeline: attempts, the pacing of waits, how long an
+	// interrupted write is confirmed, journal retries.
+	Pipeline handlers.Settings
+	// Repair tunes the journal repairer; Serve sets its Logger.
+	Repair repair.Config
+	// NoProvision leaves the streams and the consumer as they are on the server.
+	NoProvision bool
+
 	// Instance names this replica (default hostname-pid).
 	Instance string
 	// LogHandler is the terminal slog handler; Serve wraps it with secret redaction.
@@ -92,21 +101,20 @@ type Config struct {
 	Ingress Ingress
 }
 
-// ErrConfig reports an unusable configuration.
-var ErrConfig = errors.New("config")
-
-func (c *Config) defaults() error {
+// withDefaults returns c with every zero field of its own set to its default; the nested
+// configurations are defaulted by their packages.
+func (c Config) withDefaults() Config {
 	if c.NATSURL == "" {
-		c.NATSURL = nats.DefaultURL
+		c.NATSURL = DefaultNATSURL
 	}
 	if c.RedisURL == "" {
-		c.RedisURL = "redis://127.0.0.1:6379/0"
+		c.RedisURL = DefaultRedisURL
 	}
 	if c.Getenv == nil {
 		c.Getenv = os.Getenv
 	}
-	if c.EndpointCacheTTL <= 0 || c.EndpointCacheTTL > 30*time.Second {
-		c.EndpointCacheTTL = 30 * time.Second
+	if c.EndpointCacheTTL == 0 {
+		c.EndpointCacheTTL = DefaultEndpointCacheTTL
 	}
 	if c.Instance == "" {
 		host, _ := os.Hostname()
@@ -115,18 +123,24 @@ func (c *Config) defaults() error {
 	if c.LogHandler == nil {
 		c.LogHandler = slog.DiscardHandler
 	}
+	c.Consumer.Subjects = events.NewSubjects(c.Consumer.Subjects.Prefix)
+	return c
+}
+
+// validate reports a configuration of c's own fields that cannot work; c has defaults
+// applied.
+func (c Config) validate() error {
 	if c.NetBoxURL == "" {
-		return fmt.Errorf("%w: the NetBox URL is required (PROXBUS_NETBOX_URL)", ErrConfig)
+		return fmt.Errorf("%w: the NetBox URL is required (PROXBUS_NETBOX_URL)", config.ErrInvalid)
 	}
-	if c.Endpoints == nil {
-		if c.EndpointsFile == "" {
-			return fmt.Errorf("%w: the endpoints file is required (PROXBUS_ENDPOINTS_FILE)", ErrConfig)
-		}
-		eps, err := proxmox.LoadEndpoints(c.EndpointsFile)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrConfig, err)
-		}
-		c.Endpoints = eps
+	if c.Endpoints == nil && c.EndpointsFile == "" {
+		return fmt.Errorf("%w: the endpoints file is required (PROXBUS_ENDPOINTS_FILE)", config.ErrInvalid)
+	}
+	if c.EndpointCacheTTL < 0 || c.EndpointCacheTTL > DefaultEndpointCacheTTL {
+		return fmt.Errorf("%w: EndpointCacheTTL %s: must be at most %s", config.ErrInvalid, c.EndpointCacheTTL, DefaultEndpointCacheTTL)
+	}
+	if c.TaskPollInterval < 0 {
+		return fmt.Errorf("%w: TaskPollInterval %s is negative", config.ErrInvalid, c.TaskPollInterval)
 	}
 	return nil
 }
@@ -137,8 +151,16 @@ func Serve(ctx context.Context, cfg Config) error {
 	if cfg.HTTPListener != nil {
 		defer cfg.HTTPListener.Close() // closed already when the server ran; harmless then
 	}
-	if err := cfg.defaults(); err != nil {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
 		return err
+	}
+	if cfg.Endpoints == nil {
+		eps, err := proxmox.LoadEndpoints(cfg.EndpointsFile)
+		if err != nil {
+			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
+		}
+		cfg.Endpoints = eps
 	}
 	rules, err := cfg.Ingress.check(cfg.HTTPAddr != "" || cfg.HTTPListener != nil)
 	if err != nil {
@@ -150,7 +172,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	tr, err := tracing.Setup(ctx, cfg.Tracing)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	defer func() { // flush the last spans, also after ctx was cancelled
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), httpShutdownTimeout)
@@ -171,7 +193,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	clients, err := proxmox.NewClients(cfg.Endpoints, cfg.Getenv, popts...)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrConfig, err)
+		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	secrets := append(clients.Secrets(), cfg.NetBoxToken)
 	secrets = append(secrets, URLPasswords(cfg.NATSURL)...)
@@ -187,7 +209,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	hc.Transport = tr.Transport("netbox", metrics.NetBoxOperation, m.NetBoxTransport(metrics.NetBoxOperation, hc.Transport))
 	nb, err := netbox.New(netbox.Config{URL: cfg.NetBoxURL, Token: cfg.NetBoxToken, Timeout: cfg.NetBoxTimeout, HTTPClient: hc})
 	if err != nil {
-		return fmt.Errorf("%w: netbox: %w", ErrConfig, err)
+		return err
 	}
 	rdb, err := RedisClient(cfg.RedisURL, cfg.Security)
 	if err != nil {
@@ -195,7 +217,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	defer rdb.Close()
 	rdb.AddHook(m.RedisHook())
-	st = store.New(rdb, store.Options{Prefix: cfg.RedisKeyPrefix, DedupeTTL: cfg.DedupeTTL, Window: cfg.IdempotencyWindow, LeaseTTL: cfg.LeaseTTL})
+	if st, err = store.New(rdb, cfg.Store); err != nil {
+		return err
+	}
 
 	nc, err := ConnectNATS(cfg.NATSURL, cfg.Security, "proxbus "+cfg.Instance, log)
 	if err != nil {
@@ -209,12 +233,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	subjects := events.NewSubjects(cfg.SubjectPrefix)
-	ccfg := consumer.Config{
-		Subjects: subjects, Concurrency: cfg.Concurrency, MaxAckPending: cfg.MaxAckPending, AckWait: cfg.AckWait,
-		Replicas: cfg.StreamReplicas, Instance: cfg.Instance, Logger: serveLogger(cfg.LogHandler, secrets),
-		Middleware: []consumer.Middleware{tr.Middleware, m.Middleware}, DeadLettered: m.DeadLettered,
-	}.WithDefaults()
+	subjects := cfg.Consumer.Subjects
+	ccfg := cfg.Consumer
+	ccfg.Instance, ccfg.Logger = cfg.Instance, serveLogger(cfg.LogHandler, secrets)
+	ccfg.Middleware, ccfg.DeadLettered = []consumer.Middleware{tr.Middleware, m.Middleware}, m.DeadLettered
+	ccfg = ccfg.WithDefaults()
 	if !cfg.NoProvision {
 		// Provisioning never lowers the durable's MaxAckPending or a stream's replica count
 		// (replicas sized for N×concurrency, an R3 stream): `proxbus streams apply` does that.
@@ -227,34 +250,30 @@ func Serve(ctx context.Context, cfg Config) error {
 				log.Info("provisioned", "component", "provision", "change", c.String())
 			}
 			if n, err := strconv.Atoi(c.Old); err == nil && c.Kept && c.Setting == "MaxAckPending" {
-				ccfg.MaxAckPending, ccfg.FetchBatch = n, 0 // the consumer sizes its batch on it
+				ccfg.MaxAckPending, ccfg.FetchBatch = n, cfg.Consumer.FetchBatch // the default batch depends on it
 				ccfg = ccfg.WithDefaults()
 			}
 		}
 	}
 	pub := consumer.NewPublisher(js, events.NewEmitter(subjects, cfg.Instance), m.Published)
 	pipeline, err := handlers.New(handlers.Config{
-		Registry:          registry,
-		Store:             st,
-		Endpoints:         netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
-		Journal:           nb,
-		Proxmox:           clients,
-		Publisher:         pub,
-		History:           NewHistory(js, subjects),
-		MaxAttempts:       cfg.MaxAttempts,
-		BusyDelay:         cfg.BusyDelay,
-		MaxWait:           cfg.MaxWait,
-		ConfirmFor:        cfg.ConfirmFor,
-		Instance:          cfg.Instance,
-		Logger:            log.With("component", "pipeline"),
-		JournalRetryDelay: cfg.JournalRetryDelay,
+		Settings:  cfg.Pipeline,
+		Registry:  registry,
+		Store:     st,
+		Endpoints: netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
+		Journal:   nb,
+		Proxmox:   clients,
+		Publisher: pub,
+		History:   NewHistory(js, subjects),
+		Instance:  cfg.Instance,
+		Logger:    log.With("component", "pipeline"),
 	})
 	if err != nil {
 		return err
 	}
 	cons, err := consumer.New(js, ccfg, pipeline, pub)
 	if err != nil {
-		return fmt.Errorf("consumer: %w", err)
+		return err
 	}
 
 	mux := http.NewServeMux()
@@ -303,7 +322,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_ = repair.Run(repairCtx, st, pipeline, repair.Config{Interval: cfg.RepairInterval, Logger: log})
+		rcfg := cfg.Repair
+		rcfg.Logger = log
+		_ = repair.Run(repairCtx, st, pipeline, rcfg)
 	}()
 	if cfg.OnReady != nil {
 		wg.Add(1)

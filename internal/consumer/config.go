@@ -1,12 +1,12 @@
 package consumer
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // Defaults applied by [Config.WithDefaults].
@@ -30,12 +30,10 @@ const (
 	DefaultDLQMaxAge        = 30 * 24 * time.Hour
 )
 
-// ErrInvalidConfig is returned (wrapped) by [New] and [Provision] for a configuration that
-// cannot work, e.g. a missing subject prefix or a nil handler.
-var ErrInvalidConfig = errors.New("consumer: invalid config")
-
 // Config configures provisioning and the consumer. The zero value of every field means its
-// documented default; call [Config.WithDefaults] to see the effective values.
+// documented default (the Default… constants; [Config.WithDefaults] returns the effective
+// values). A negative number or duration, or a Heartbeat not shorter than AckWait, is refused
+// by [New] and [ProvisionWith] with an error wrapping config.ErrInvalid that names the field.
 type Config struct {
 	// Subjects names every subject and stream; its Prefix must be set.
 	Subjects events.Subjects
@@ -90,42 +88,42 @@ type Config struct {
 }
 
 // WithDefaults returns a copy of c with every zero field set to its default. It never changes
-// a field that is set.
+// a field that is set, even to a value [New] refuses.
 func (c Config) WithDefaults() Config {
 	if c.Durable == "" {
 		c.Durable = DefaultDurable
 	}
-	if c.Concurrency <= 0 {
+	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
 	}
-	if c.MaxAckPending <= 0 {
+	if c.MaxAckPending == 0 {
 		c.MaxAckPending = c.Concurrency
 	}
-	if c.FetchBatch <= 0 {
+	if c.FetchBatch == 0 {
 		c.FetchBatch = DefaultFetchBatch
 		if c.MaxAckPending > c.Concurrency {
 			c.FetchBatch = DefaultSharedFetchBatch
 		}
 	}
-	if c.FetchWait <= 0 {
+	if c.FetchWait == 0 {
 		c.FetchWait = DefaultFetchWait
 	}
-	if c.AckWait <= 0 {
+	if c.AckWait == 0 {
 		c.AckWait = DefaultAckWait
 	}
-	if c.Heartbeat <= 0 {
+	if c.Heartbeat == 0 {
 		c.Heartbeat = c.AckWait / 3
 	}
-	if c.Replicas <= 0 {
+	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas
 	}
-	if c.DuplicateWindow <= 0 {
+	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = DefaultDuplicateWindow
 	}
-	if c.EventsMaxAge <= 0 {
+	if c.EventsMaxAge == 0 {
 		c.EventsMaxAge = DefaultEventsMaxAge
 	}
-	if c.DLQMaxAge <= 0 {
+	if c.DLQMaxAge == 0 {
 		c.DLQMaxAge = DefaultDLQMaxAge
 	}
 	if c.Logger == nil {
@@ -137,10 +135,29 @@ func (c Config) WithDefaults() Config {
 // validate reports a configuration that cannot work; c has defaults applied.
 func (c Config) validate() error {
 	if c.Subjects.Prefix == "" {
-		return fmt.Errorf("%w: subject prefix is empty", ErrInvalidConfig)
+		return fmt.Errorf("consumer: %w: Subjects.Prefix is empty", config.ErrInvalid)
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Concurrency", int64(c.Concurrency)},
+		{"MaxAckPending", int64(c.MaxAckPending)},
+		{"FetchBatch", int64(c.FetchBatch)},
+		{"FetchWait", int64(c.FetchWait)},
+		{"AckWait", int64(c.AckWait)},
+		{"Heartbeat", int64(c.Heartbeat)},
+		{"Replicas", int64(c.Replicas)},
+		{"DuplicateWindow", int64(c.DuplicateWindow)},
+		{"EventsMaxAge", int64(c.EventsMaxAge)},
+		{"DLQMaxAge", int64(c.DLQMaxAge)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("consumer: %w: %s is negative", config.ErrInvalid, f.name)
+		}
 	}
 	if c.Heartbeat >= c.AckWait {
-		return fmt.Errorf("%w: heartbeat %s must be shorter than ack wait %s", ErrInvalidConfig, c.Heartbeat, c.AckWait)
+		return fmt.Errorf("consumer: %w: Heartbeat %s must be shorter than AckWait %s", config.ErrInvalid, c.Heartbeat, c.AckWait)
 	}
 	return nil
 }

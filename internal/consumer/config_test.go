@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // TestWithDefaults pins the documented defaults and that set fields are kept.
@@ -62,7 +63,7 @@ func TestWithDefaults(t *testing.T) {
 	}
 }
 
-// TestNewRejectsBadConfig: New refuses what cannot work, with ErrInvalidConfig.
+// TestNewRejectsBadConfig: New refuses what cannot work, with config.ErrInvalid.
 func TestNewRejectsBadConfig(t *testing.T) {
 	t.Parallel()
 	h := HandlerFunc(func(context.Context, events.Command, events.Delivery) events.Disposition { return events.Disposition{} })
@@ -77,12 +78,14 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no handler", testConfig(), nil, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
 		{"no publisher", testConfig(), h, nil},
 		{"heartbeat not below ack wait", Config{Subjects: events.NewSubjects("p"), AckWait: time.Second, Heartbeat: time.Second}, h, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
+		{"negative concurrency", Config{Subjects: events.NewSubjects("p"), Concurrency: -1}, h, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
+		{"negative ack wait", Config{Subjects: events.NewSubjects("p"), AckWait: -time.Second}, h, NewPublisher(e.js, events.NewEmitter(e.s, "test"))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := New(e.js, tt.cfg, tt.h, tt.pub)
-			if !errors.Is(err, ErrInvalidConfig) {
-				t.Errorf("err = %v, want ErrInvalidConfig", err)
+			if !errors.Is(err, config.ErrInvalid) {
+				t.Errorf("err = %v, want config.ErrInvalid", err)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // ErrAlreadyRunning is returned by [Consumer.Run] when Run is already running on the same
@@ -42,14 +43,14 @@ type Consumer struct {
 // New returns a Consumer for the durable cfg.Durable on the commands stream, handing each
 // command to h wrapped in cfg.Middleware, and publishing through pub. It does not contact
 // the server: [Provision] creates the streams and consumer, Run uses them. It returns
-// ErrInvalidConfig (wrapped) when js, h or pub is nil or cfg cannot work.
+// an error wrapping config.ErrInvalid when js, h or pub is nil or cfg cannot work.
 func New(js jetstream.JetStream, cfg Config, h Handler, pub *Publisher) (*Consumer, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	if js == nil || h == nil || pub == nil {
-		return nil, fmt.Errorf("%w: jetstream, handler and publisher are required", ErrInvalidConfig)
+		return nil, fmt.Errorf("consumer: %w: jetstream, handler and publisher are required", config.ErrInvalid)
 	}
 	log := cfg.Logger.With("component", "consumer", "durable", cfg.Durable)
 	if cfg.Instance != "" {

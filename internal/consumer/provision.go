@@ -150,8 +150,8 @@ func (c Change) String() string {
 // older configuration, converges on [StreamConfigs] and [ConsumerConfig], except that a
 // MaxAckPending or replica count higher on the server is handled as opts says; a durable
 // created with a delivery limit loses it. Nothing is applied when a setting is refused: the
-// error then joins one [*LowerError] per refused setting. It returns ErrInvalidConfig
-// (wrapped) for an unusable cfg, or the first JetStream error, wrapped with the stream or
+// error then joins one [*LowerError] per refused setting. It returns an error wrapping
+// config.ErrInvalid for an unusable cfg, or the first JetStream error, wrapped with the stream or
 // consumer name; a change the server refuses (e.g. a different retention policy on an
 // existing stream) is such an error.
 func ProvisionWith(ctx context.Context, js jetstream.JetStream, cfg Config, opts ProvisionOptions) ([]Change, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -157,8 +158,8 @@ func TestProvisionRejectsEmptyPrefix(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
 	err := Provision(ctxT(t), n.JS, Config{})
-	if !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("err = %v, want ErrInvalidConfig", err)
+	if !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("err = %v, want config.ErrInvalid", err)
 	}
 }
 

@@ -226,7 +226,10 @@ func newLifecycle(t *testing.T, sc *script) *lifecycle {
 	t.Helper()
 	r := testenv.StartRedis(t)
 	c := testenv.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
-	st := store.New(r.Client, store.Options{Prefix: r.Prefix, LeaseTTL: 30 * time.Second, Now: c.Now})
+	st, err := store.New(r.Client, store.Options{Prefix: r.Prefix, LeaseTTL: 30 * time.Second, Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
 	pve := simpve.New(simpve.Options{Scenario: "demo", TaskDuration: -1})
 	srv := httptest.NewServer(pve.Handler())
 	t.Cleanup(srv.Close)
@@ -240,7 +243,7 @@ func newLifecycle(t *testing.T, sc *script) *lifecycle {
 	l.p, err = New(Config{
 		Registry: NewRegistry(testVerb(sc)), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
 		Publisher: l.stream, History: l.stream,
-		Instance: "test", Now: c.Now, MaxAttempts: 3, JournalRetryDelay: time.Millisecond,
+		Instance: "test", Now: c.Now, Settings: Settings{MaxAttempts: 3, JournalRetryDelay: time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)

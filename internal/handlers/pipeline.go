@@ -2,12 +2,12 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/store"
@@ -55,8 +55,87 @@ type History interface {
 	HasResult(ctx context.Context, ref string) (bool, error)
 }
 
-// Config wires a [Pipeline]. Every dependency is required except where a default is given.
+// Defaults of [Settings], applied by [Settings.WithDefaults].
+const (
+	DefaultMaxAttempts       = 5
+	DefaultBusyDelay         = time.Second
+	DefaultMaxWait           = 30 * time.Second
+	DefaultConfirmFor        = 30 * time.Second
+	DefaultJournalRetries    = 2
+	DefaultJournalRetryDelay = 200 * time.Millisecond
+)
+
+// Settings tunes a [Pipeline]. The zero value of every field means its default (the
+// Default… constants); a negative value is refused by [New] with an error wrapping
+// config.ErrInvalid that names the field.
+type Settings struct {
+	// MaxAttempts is how many failed attempts a command may have before it is answered 503
+	// attempts_exhausted and dead-lettered, provided it sent no write. Waiting spends no
+	// attempt.
+	MaxAttempts int
+	// BusyDelay is how long a command waits before it looks again at a busy guest or node, a
+	// full endpoint or a twin in flight.
+	BusyDelay time.Duration
+	// MaxWait bounds the growing pause of a command waiting for an unreachable dependency, and
+	// of one whose attempt failed.
+	MaxWait time.Duration
+	// ConfirmFor is how long a verb's Confirm looks for an interrupted write's effect whose task
+	// may still run before it answers that the write cannot be confirmed.
+	ConfirmFor time.Duration
+	// JournalRetries is how often a failed terminal journal update is retried.
+	JournalRetries int
+	// JournalRetryDelay is the pause before each retry.
+	JournalRetryDelay time.Duration
+}
+
+// WithDefaults returns a copy of s with every zero field set to its default. It never changes
+// a field that is set, even to a value [New] refuses.
+func (s Settings) WithDefaults() Settings {
+	if s.MaxAttempts == 0 {
+		s.MaxAttempts = DefaultMaxAttempts
+	}
+	if s.BusyDelay == 0 {
+		s.BusyDelay = DefaultBusyDelay
+	}
+	if s.MaxWait == 0 {
+		s.MaxWait = DefaultMaxWait
+	}
+	if s.ConfirmFor == 0 {
+		s.ConfirmFor = DefaultConfirmFor
+	}
+	if s.JournalRetries == 0 {
+		s.JournalRetries = DefaultJournalRetries
+	}
+	if s.JournalRetryDelay == 0 {
+		s.JournalRetryDelay = DefaultJournalRetryDelay
+	}
+	return s
+}
+
+// validate reports settings that cannot work.
+func (s Settings) validate() error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"MaxAttempts", int64(s.MaxAttempts)},
+		{"BusyDelay", int64(s.BusyDelay)},
+		{"MaxWait", int64(s.MaxWait)},
+		{"ConfirmFor", int64(s.ConfirmFor)},
+		{"JournalRetries", int64(s.JournalRetries)},
+		{"JournalRetryDelay", int64(s.JournalRetryDelay)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("handlers: %w: %s is negative", config.ErrInvalid, f.name)
+		}
+	}
+	return nil
+}
+
+// Config wires a [Pipeline]: its [Settings] and what it runs on. Every dependency is
+// required; Instance, Logger and Now have the defaults given.
 type Config struct {
+	Settings
 	Registry  *Registry
 	Store     *store.Store
 	Endpoints EndpointLookup
@@ -64,26 +143,10 @@ type Config struct {
 	Proxmox   ProxmoxClients
 	Publisher Publisher
 	History   History
-	// Instance names this process in lease owners and logs.
+	// Instance names this process in lease owners and logs (default "proxbus").
 	Instance string
-	Logger   *slog.Logger
-	// JournalRetries is how often a failed terminal journal update is retried (default 2).
-	JournalRetries int
-	// JournalRetryDelay is the pause before each retry (default 200ms).
-	JournalRetryDelay time.Duration
-	// BusyDelay is how long a command waits before it looks again at a busy guest or node, a
-	// full endpoint or a twin in flight (default 1s).
-	BusyDelay time.Duration
-	// MaxWait bounds the growing pause of a command waiting for an unreachable dependency, and
-	// of one whose attempt failed (default 30s).
-	MaxWait time.Duration
-	// MaxAttempts is how many failed attempts a command may have before it is answered 503
-	// attempts_exhausted and dead-lettered, provided it sent no write (default 5). Waiting
-	// spends no attempt.
-	MaxAttempts int
-	// ConfirmFor is how long a verb's Confirm looks for an interrupted write's effect whose task
-	// may still run before it answers that the write cannot be confirmed (default 30s).
-	ConfirmFor time.Duration
+	// Logger receives the pipeline's logs (default: discard).
+	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
@@ -91,26 +154,28 @@ type Config struct {
 // Pipeline executes commands. It is safe for concurrent use by the consumer's workers.
 type Pipeline struct{ cfg Config }
 
-// ErrMisconfigured is returned by [New] when a required dependency is missing.
-var ErrMisconfigured = errors.New("handlers: missing dependency")
-
-// New checks cfg and fills in defaults.
+// New checks cfg and fills in defaults. A missing dependency or a negative setting is an
+// error wrapping config.ErrInvalid that names the field.
 func New(cfg Config) (*Pipeline, error) {
-	switch {
-	case cfg.Registry == nil:
-		return nil, fmt.Errorf("%w: Registry", ErrMisconfigured)
-	case cfg.Store == nil:
-		return nil, fmt.Errorf("%w: Store", ErrMisconfigured)
-	case cfg.Endpoints == nil:
-		return nil, fmt.Errorf("%w: Endpoints", ErrMisconfigured)
-	case cfg.Journal == nil:
-		return nil, fmt.Errorf("%w: Journal", ErrMisconfigured)
-	case cfg.Proxmox == nil:
-		return nil, fmt.Errorf("%w: Proxmox", ErrMisconfigured)
-	case cfg.Publisher == nil:
-		return nil, fmt.Errorf("%w: Publisher", ErrMisconfigured)
-	case cfg.History == nil:
-		return nil, fmt.Errorf("%w: History", ErrMisconfigured)
+	for _, dep := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Registry", cfg.Registry == nil},
+		{"Store", cfg.Store == nil},
+		{"Endpoints", cfg.Endpoints == nil},
+		{"Journal", cfg.Journal == nil},
+		{"Proxmox", cfg.Proxmox == nil},
+		{"Publisher", cfg.Publisher == nil},
+		{"History", cfg.History == nil},
+	} {
+		if dep.missing {
+			return nil, fmt.Errorf("handlers: %w: %s is required", config.ErrInvalid, dep.name)
+		}
+	}
+	cfg.Settings = cfg.Settings.WithDefaults()
+	if err := cfg.Settings.validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -118,37 +183,11 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Instance == "" {
 		cfg.Instance = "proxbus"
 	}
-	if cfg.JournalRetries == 0 {
-		cfg.JournalRetries = 2
-	}
-	if cfg.JournalRetryDelay == 0 {
-		cfg.JournalRetryDelay = 200 * time.Millisecond
-	}
-	if cfg.BusyDelay <= 0 {
-		cfg.BusyDelay = DefaultBusyDelay
-	}
-	if cfg.MaxWait <= 0 {
-		cfg.MaxWait = DefaultMaxWait
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.ConfirmFor <= 0 {
-		cfg.ConfirmFor = DefaultConfirmFor
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	return &Pipeline{cfg: cfg}, nil
 }
-
-// Defaults of [Config].
-const (
-	DefaultMaxAttempts = 5
-	DefaultBusyDelay   = time.Second
-	DefaultMaxWait     = 30 * time.Second
-	DefaultConfirmFor  = 30 * time.Second
-)
 
 // Handle runs one delivery of a command through the pipeline and says what to do with the
 // message. It publishes the command's result before it answers Ack or DeadLetter. A command

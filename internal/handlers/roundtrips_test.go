@@ -192,7 +192,10 @@ func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
 	t.Cleanup(func() { _ = rdb.Close() })
 	rdb.AddHook(e.redis)
 	so.Prefix = r.Prefix
-	st := store.New(rdb, so)
+	st, err := store.New(rdb, so)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	e.pve = simpve.New(simpve.Options{Scenario: "demo", TaskDuration: -1})
 	e.pveLog = &httpLog{next: e.pve.Handler()}

@@ -16,17 +16,12 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 )
 
-// Rules errors.
-var (
-	// ErrInvalidRules is wrapped by every error of [ParseRules] and [LoadRules] about the
-	// file's content.
-	ErrInvalidRules = errors.New("ingress: invalid rules file")
-	// ErrRender is wrapped when a matching rule's templates cannot be rendered for a webhook
-	// (a missing key, a value of the wrong kind); the webhook is answered 422.
-	ErrRender = errors.New("ingress: rule template failed")
-)
+// ErrRender is wrapped when a matching rule's templates cannot be rendered for a webhook (a
+// missing key, a value of the wrong kind); the webhook is answered 422.
+var ErrRender = errors.New("ingress: rule template failed")
 
 // Rules maps plain NetBox webhook bodies to commands. Rules are tried in file order and the
 // first that matches wins; see docs/ingress.md for the file format. A Rules value is
@@ -73,11 +68,12 @@ type ruleSpec struct {
 
 var ruleNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
-// LoadRules reads and parses a rules file (see [ParseRules]).
+// LoadRules reads and parses a rules file (see [ParseRules]). A file that cannot be read is
+// an error wrapping config.ErrInvalid too.
 func LoadRules(path string) (*Rules, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("ingress: read rules file: %w", err)
+		return nil, fmt.Errorf("ingress: rules file: %w: %w", config.ErrInvalid, err)
 	}
 	return ParseRules(data)
 }
@@ -85,23 +81,23 @@ func LoadRules(path string) (*Rules, error) {
 // ParseRules parses a YAML rules file: {rules: [{name, events?, object_type?, when?, verb,
 // endpoint?, actor?, idempotency_key?, data?}]}. Unknown keys, duplicate or malformed names,
 // invalid verbs, conditions without exactly one operator and templates that do not parse are
-// errors wrapping ErrInvalidRules.
+// errors wrapping config.ErrInvalid that name the rule.
 func ParseRules(data []byte) (*Rules, error) {
 	var f struct {
 		Rules []ruleSpec `yaml:"rules"`
 	}
 	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidRules, yaml.FormatError(err, false, false))
+		return nil, fmt.Errorf("ingress: rules file: %w: %s", config.ErrInvalid, yaml.FormatError(err, false, false))
 	}
 	out := &Rules{}
 	seen := map[string]bool{}
 	for i, spec := range f.Rules {
 		r, err := compileRule(spec)
 		if err != nil {
-			return nil, fmt.Errorf("%w: rule %d (%s): %w", ErrInvalidRules, i+1, spec.Name, err)
+			return nil, fmt.Errorf("ingress: rules file: %w: rule %d (%s): %w", config.ErrInvalid, i+1, spec.Name, err)
 		}
 		if seen[r.name] {
-			return nil, fmt.Errorf("%w: rule %d: duplicate name %q", ErrInvalidRules, i+1, r.name)
+			return nil, fmt.Errorf("ingress: rules file: %w: rule %d: duplicate name %q", config.ErrInvalid, i+1, r.name)
 		}
 		seen[r.name] = true
 		out.rules = append(out.rules, r)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/ingress"
 )
 
@@ -33,8 +34,8 @@ func TestParseRulesRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := ingress.ParseRules([]byte(tc.yaml))
-			if !errors.Is(err, ingress.ErrInvalidRules) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("err = %v, want ErrInvalidRules mentioning %q", err, tc.want)
+			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want config.ErrInvalid mentioning %q", err, tc.want)
 			}
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // MaxBodyBytes bounds a request body; the commands stream refuses larger commands anyway
@@ -34,10 +35,9 @@ const (
 	PBSPath     = "/proxmox/storage/pbs"
 )
 
-// ErrConfig is wrapped by every error of [New]: the configuration cannot work.
-var ErrConfig = errors.New("ingress: invalid config")
-
-// Config configures a [Server]. Zero values take the documented defaults.
+// Config configures a [Server]. The zero value of every field means its documented default
+// (the Default… constants); a negative ResultTimeout is refused by [New] with an error
+// wrapping config.ErrInvalid.
 type Config struct {
 	// JetStream publishes the commands (required).
 	JetStream jetstream.JetStream
@@ -75,14 +75,18 @@ type Server struct {
 	log *slog.Logger
 }
 
-// New checks cfg and returns a server. It returns an error wrapping ErrConfig when JetStream
-// is missing, or when the front is enabled (FrontAPIKey set) without Conn.
+// New checks cfg and returns a server. It returns an error wrapping config.ErrInvalid, naming
+// the field, when JetStream is missing, when the front is enabled (FrontAPIKey set) without
+// Conn, when a source is not a URI-reference or when ResultTimeout is negative.
 func New(cfg Config) (*Server, error) {
 	if cfg.JetStream == nil {
-		return nil, fmt.Errorf("%w: JetStream is required", ErrConfig)
+		return nil, fmt.Errorf("ingress: %w: JetStream is required", config.ErrInvalid)
 	}
 	if cfg.FrontAPIKey != "" && cfg.Conn == nil {
-		return nil, fmt.Errorf("%w: Conn is required for the proxbox-api front", ErrConfig)
+		return nil, fmt.Errorf("ingress: %w: Conn is required for the proxbox-api front", config.ErrInvalid)
+	}
+	if cfg.ResultTimeout < 0 {
+		return nil, fmt.Errorf("ingress: %w: ResultTimeout %s is negative", config.ErrInvalid, cfg.ResultTimeout)
 	}
 	if cfg.Subjects.Prefix == "" {
 		cfg.Subjects = events.NewSubjects("")
@@ -95,10 +99,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	for _, src := range []string{cfg.Source, cfg.FrontSource} {
 		if _, err := events.EncodeBinary(cfg.Subjects, events.Command{ID: "x", Source: src, Verb: "x"}); err != nil {
-			return nil, fmt.Errorf("%w: source %q is not a URI-reference", ErrConfig, src)
+			return nil, fmt.Errorf("ingress: %w: source %q is not a URI-reference", config.ErrInvalid, src)
 		}
 	}
-	if cfg.ResultTimeout <= 0 {
+	if cfg.ResultTimeout == 0 {
 		cfg.ResultTimeout = DefaultResultTimeout
 	}
 	log := cfg.Logger

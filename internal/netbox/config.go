@@ -1,12 +1,13 @@
 package netbox
 
 import (
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // DefaultTimeout bounds one request to NetBox when [Config.Timeout] is zero.
@@ -27,8 +28,9 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// ErrConfig is returned by [New] for an unusable configuration. Its text never contains the token.
-var ErrConfig = errors.New("netbox: invalid config")
+// ErrConfig is wrapped by every error of [New] for an unusable configuration; it wraps
+// config.ErrInvalid. Its text never contains the token.
+var ErrConfig = fmt.Errorf("netbox: %w", config.ErrInvalid)
 
 // baseURL validates raw and returns it without a trailing slash or /api.
 func baseURL(raw string) (string, error) {

@@ -28,7 +28,11 @@ func newEnv(t *testing.T, mod func(*store.Options)) *env {
 	if mod != nil {
 		mod(&opts)
 	}
-	return &env{s: store.New(r.Client, opts), clk: clk, redis: r}
+	s, err := store.New(r.Client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{s: s, clk: clk, redis: r}
 }
 
 var (

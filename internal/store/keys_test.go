@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
@@ -96,12 +99,34 @@ func TestKeyNames(t *testing.T) {
 func TestOptionsDefaults(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	o := store.New(e.redis.Client, store.Options{}).Options()
+	s, err := store.New(e.redis.Client, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := s.Options()
 	if o.Prefix != "proxbus" || o.DedupeTTL != 24*time.Hour || o.Window != 60*time.Second ||
 		o.LeaseTTL != 30*time.Second || o.Now == nil {
 		t.Fatalf("defaults %+v", o)
 	}
 	if err := e.s.Ping(context.Background()); err != nil {
 		t.Fatalf("ping: %v", err)
+	}
+}
+
+// TestNewRefusesNegativeDurations: a negative TTL or window is a configuration error naming
+// the field, never replaced by the default.
+func TestNewRefusesNegativeDurations(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		field string
+		opts  store.Options
+	}{
+		{"DedupeTTL", store.Options{DedupeTTL: -time.Second}},
+		{"Window", store.Options{Window: -time.Second}},
+		{"LeaseTTL", store.Options{LeaseTTL: -time.Second}},
+	} {
+		if _, err := store.New(nil, tc.opts); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
+			t.Errorf("%s: err = %v, want config.ErrInvalid naming it", tc.field, err)
+		}
 	}
 }

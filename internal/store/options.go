@@ -1,8 +1,13 @@
 package store
 
-import "time"
+import (
+	"fmt"
+	"time"
 
-// Defaults applied by [New] to zero (or negative) [Options] fields.
+	"github.com/proxbus/proxbus/internal/config"
+)
+
+// Defaults of [Options], applied by [Options.WithDefaults].
 const (
 	DefaultPrefix    = "proxbus"
 	DefaultDedupeTTL = 24 * time.Hour
@@ -10,7 +15,9 @@ const (
 	DefaultLeaseTTL  = 30 * time.Second
 )
 
-// Options configures a [Store]. Zero fields take the documented defaults.
+// Options configures a [Store]. The zero value of every field means its documented default
+// (the Default… constants); a negative duration is refused by [New] with an error wrapping
+// config.ErrInvalid that names the field.
 type Options struct {
 	// Prefix starts every key name; default "proxbus".
 	Prefix string
@@ -25,24 +32,38 @@ type Options struct {
 	Now func() time.Time
 }
 
-// withDefaults returns o with every zero field set to its default.
-func (o Options) withDefaults() Options {
+// WithDefaults returns a copy of o with every zero field set to its default. It never changes
+// a field that is set, even to a value [New] refuses.
+func (o Options) WithDefaults() Options {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if o.DedupeTTL <= 0 {
+	if o.DedupeTTL == 0 {
 		o.DedupeTTL = DefaultDedupeTTL
 	}
-	if o.Window <= 0 {
+	if o.Window == 0 {
 		o.Window = DefaultWindow
 	}
-	if o.LeaseTTL <= 0 {
+	if o.LeaseTTL == 0 {
 		o.LeaseTTL = DefaultLeaseTTL
 	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
 	return o
+}
+
+// validate reports options that cannot work.
+func (o Options) validate() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"DedupeTTL", o.DedupeTTL}, {"Window", o.Window}, {"LeaseTTL", o.LeaseTTL}} {
+		if f.d < 0 {
+			return fmt.Errorf("store: %w: %s %s is negative", config.ErrInvalid, f.name, f.d)
+		}
+	}
+	return nil
 }
 
 // millis converts a positive duration to whole milliseconds, rounding up so that a

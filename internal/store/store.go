@@ -30,9 +30,14 @@ type Store struct {
 }
 
 // New returns a Store on rdb with opts (defaults filled in). It does not contact Redis; use
-// [Store.Ping] to check the connection.
-func New(rdb redis.UniversalClient, opts Options) *Store {
-	return &Store{rdb: rdb, opts: opts.withDefaults(), scripts: newScripts()}
+// [Store.Ping] to check the connection. Options that cannot work are an error wrapping
+// config.ErrInvalid.
+func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Store{rdb: rdb, opts: opts, scripts: newScripts()}, nil
 }
 
 // Options returns the options in use, with defaults filled in.

@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/repair"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
 const pveSecretVariable = "BENCH_PVE_SECRET"
@@ -20,7 +23,7 @@ const pveSecretVariable = "BENCH_PVE_SECRET"
 // concurrency used, so it never limits a benchmark; the journal repairer is idle.
 func (e *Env) ProxbusConfig(concurrency int) app.Config {
 	return app.Config{
-		NATSURL: e.NATSURL, RedisURL: e.RedisURL, RedisKeyPrefix: e.RedisPrefix,
+		NATSURL: e.NATSURL, RedisURL: e.RedisURL, Store: store.Options{Prefix: e.RedisPrefix},
 		NetBoxURL: e.NetBoxURL, NetBoxToken: app.DemoNetBoxToken,
 		Endpoints: []proxmox.EndpointConfig{{
 			ID: 1, Name: "lab", URLs: []string{e.PVEURL}, TokenID: app.DemoPVETokenID,
@@ -32,10 +35,10 @@ func (e *Env) ProxbusConfig(concurrency int) app.Config {
 			}
 			return ""
 		},
-		Concurrency:    concurrency,
-		RepairInterval: time.Hour,
-		Instance:       "bench",
-		LogHandler:     e.logHandler(),
+		Consumer:   consumer.Config{Concurrency: concurrency},
+		Repair:     repair.Config{Interval: time.Hour},
+		Instance:   "bench",
+		LogHandler: e.logHandler(),
 	}
 }
 
