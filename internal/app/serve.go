@@ -142,7 +142,7 @@ func (c Config) validate() error {
 	if c.TaskPollInterval < 0 {
 		return fmt.Errorf("%w: TaskPollInterval %s is negative", config.ErrInvalid, c.TaskPollInterval)
 	}
-	return nil
+	return c.Repair.Validate()
 }
 
 // Serve runs one proxbus replica until ctx is cancelled, then drains: in-flight commands are

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	gonetbox "github.com/netbox-community/go-netbox/v4"
+
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // maxBody bounds the size of any answer the client reads.
@@ -29,7 +31,7 @@ type Client struct {
 }
 
 // New validates cfg and returns a client. It makes no request. A bad URL or a missing token
-// returns an error wrapping ErrConfig; the error never contains the token.
+// returns an error wrapping config.ErrInvalid; the error never contains the token.
 func New(cfg Config) (*Client, error) {
 	base, err := baseURL(cfg.URL)
 	if err != nil {
@@ -40,7 +42,7 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%w: negative timeout", ErrConfig)
+		return nil, fmt.Errorf("netbox: %w: negative timeout", config.ErrInvalid)
 	}
 	timeout := cfg.Timeout
 	if timeout == 0 {

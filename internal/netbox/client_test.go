@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/netbox"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 )
@@ -38,8 +39,8 @@ func TestNew(t *testing.T) {
 			t.Parallel()
 			c, err := netbox.New(netbox.Config{URL: tc.url, Token: tc.token})
 			if tc.wantErr {
-				if !errors.Is(err, netbox.ErrConfig) {
-					t.Fatalf("err = %v, want ErrConfig", err)
+				if !errors.Is(err, config.ErrInvalid) {
+					t.Fatalf("err = %v, want config.ErrInvalid", err)
 				}
 				if strings.Contains(err.Error(), canary) {
 					t.Fatalf("error text contains the token: %v", err)

@@ -28,27 +28,23 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// ErrConfig is wrapped by every error of [New] for an unusable configuration; it wraps
-// config.ErrInvalid. Its text never contains the token.
-var ErrConfig = fmt.Errorf("netbox: %w", config.ErrInvalid)
-
 // baseURL validates raw and returns it without a trailing slash or /api.
 func baseURL(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return "", fmt.Errorf("%w: URL does not parse", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: URL does not parse", config.ErrInvalid)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("%w: URL scheme must be http or https", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: URL scheme must be http or https", config.ErrInvalid)
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("%w: URL has no host", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: URL has no host", config.ErrInvalid)
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("%w: URL must not contain credentials", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: URL must not contain credentials", config.ErrInvalid)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%w: URL must not have a query or fragment", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: URL must not have a query or fragment", config.ErrInvalid)
 	}
 	p := strings.TrimRight(u.Path, "/")
 	p = strings.TrimSuffix(p, "/api")
@@ -60,10 +56,10 @@ func baseURL(raw string) (string, error) {
 func authHeader(token string) (string, error) {
 	t := strings.TrimSpace(token)
 	if t == "" {
-		return "", fmt.Errorf("%w: token is required", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: token is required", config.ErrInvalid)
 	}
 	if strings.ContainsAny(t, " \t\r\n") {
-		return "", fmt.Errorf("%w: token contains whitespace", ErrConfig)
+		return "", fmt.Errorf("netbox: %w: token contains whitespace", config.ErrInvalid)
 	}
 	if strings.HasPrefix(t, "nbt_") {
 		return "Bearer " + t, nil

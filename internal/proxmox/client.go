@@ -16,6 +16,7 @@ import (
 
 	gp "github.com/luthermonson/go-proxmox"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/redact"
 )
 
@@ -68,11 +69,11 @@ func WithLogger(l *slog.Logger) ClientOption {
 // normalised as [ParseEndpoints] does (a cfg straight from ParseEndpoints is unchanged),
 // except that no token secret source is required: the secret is given. It fails when cfg
 // is invalid or its TLS settings cannot be loaded (unreadable CA file); the error wraps
-// [ErrInvalidEndpoints] or the file error and never contains the secret. No request is made.
+// [config.ErrInvalid] or the file error and never contains the secret. No request is made.
 func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client, error) {
 	cfg.URLs = append([]string(nil), cfg.URLs...)
 	if err := normalise(&cfg, false); err != nil {
-		return nil, fmt.Errorf("%w: endpoint %d: %w", ErrInvalidEndpoints, cfg.ID, err)
+		return nil, fmt.Errorf("proxmox: endpoints file: %w: endpoint %d: %w", config.ErrInvalid, cfg.ID, err)
 	}
 	if secret == "" {
 		return nil, fmt.Errorf("%w: endpoint %d: empty token secret", ErrNoSecret, cfg.ID)

@@ -3,6 +3,8 @@ package proxmox
 import (
 	"fmt"
 	"slices"
+
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // Clients is the registry of clients built from the endpoints file, keyed by endpoint id.
@@ -21,7 +23,7 @@ func NewClients(cfgs []EndpointConfig, getenv func(string) string, opts ...Clien
 	cs := &Clients{byID: make(map[int64]*Client, len(cfgs))}
 	for _, cfg := range cfgs {
 		if _, dup := cs.byID[cfg.ID]; dup {
-			return nil, fmt.Errorf("%w: endpoint %d: duplicate id", ErrInvalidEndpoints, cfg.ID)
+			return nil, fmt.Errorf("proxmox: endpoints file: %w: endpoint %d: duplicate id", config.ErrInvalid, cfg.ID)
 		}
 		secret, err := cfg.TokenSecret(getenv)
 		if err != nil {

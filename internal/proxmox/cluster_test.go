@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
@@ -126,7 +127,7 @@ func TestClients(t *testing.T) {
 	if _, err := proxmox.NewClients([]proxmox.EndpointConfig{one, two}, func(k string) string { return env[k] }); !errors.Is(err, proxmox.ErrNoSecret) {
 		t.Errorf("missing secret: %v, want ErrNoSecret", err)
 	}
-	if _, err := proxmox.NewClients([]proxmox.EndpointConfig{one, one}, func(k string) string { return env[k] }); !errors.Is(err, proxmox.ErrInvalidEndpoints) {
-		t.Errorf("duplicate id: %v, want ErrInvalidEndpoints", err)
+	if _, err := proxmox.NewClients([]proxmox.EndpointConfig{one, one}, func(k string) string { return env[k] }); !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("duplicate id: %v, want config.ErrInvalid", err)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 // Defaults applied by [ParseEndpoints] to fields left out of the endpoints file.
@@ -18,10 +20,6 @@ const (
 	DefaultTimeout     = 30 * time.Second // per request
 	DefaultMaxParallel = 4                // concurrent commands against one cluster
 )
-
-// ErrInvalidEndpoints is wrapped by every error of [ParseEndpoints] and [LoadEndpoints] that
-// is about the file's content (as opposed to reading it).
-var ErrInvalidEndpoints = errors.New("proxmox: invalid endpoints file")
 
 // EndpointConfig is one entry of the endpoints file (contract §10): how to reach one Proxmox
 // VE cluster, known to NetBox as the ProxmoxEndpoint with the same ID.
@@ -109,14 +107,14 @@ var tokenIDPattern = regexp.MustCompile(`^[^\s@:!]+@[A-Za-z][A-Za-z0-9.\-_]*![A-
 // ParseEndpoints decodes and validates an endpoints file. It is strict: unknown keys,
 // duplicate ids, a missing id, urls or token_id, anything but exactly one of
 // token_secret_env/token_secret_file, conflicting TLS settings or a malformed fingerprint
-// are errors wrapping [ErrInvalidEndpoints] that name the entry and the field. Defaults
+// are errors wrapping [config.ErrInvalid] that name the entry and the field. Defaults
 // (Timeout, MaxParallel) are filled in and URLs normalised (no trailing "/" or "/api2/json").
 // Secrets are not read here.
 func ParseEndpoints(data []byte) ([]EndpointConfig, error) {
 	var f endpointsFile
 	if len(bytes.TrimSpace(data)) > 0 {
 		if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
-			return nil, fmt.Errorf("%w: %s", ErrInvalidEndpoints, yaml.FormatError(err, false, false))
+			return nil, fmt.Errorf("proxmox: endpoints file: %w: %s", config.ErrInvalid, yaml.FormatError(err, false, false))
 		}
 	}
 	seen := make(map[int64]int, len(f.Endpoints))
@@ -128,13 +126,13 @@ func ParseEndpoints(data []byte) ([]EndpointConfig, error) {
 		}
 		e, err := raw.config()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidEndpoints, where, err)
+			return nil, fmt.Errorf("proxmox: endpoints file: %w: %s: %w", config.ErrInvalid, where, err)
 		}
 		if err := normalise(&e, true); err != nil {
-			return nil, fmt.Errorf("%w: %s: %w", ErrInvalidEndpoints, where, err)
+			return nil, fmt.Errorf("proxmox: endpoints file: %w: %s: %w", config.ErrInvalid, where, err)
 		}
 		if j, dup := seen[e.ID]; dup {
-			return nil, fmt.Errorf("%w: %s: id: duplicate of endpoints[%d]", ErrInvalidEndpoints, where, j)
+			return nil, fmt.Errorf("proxmox: endpoints file: %w: %s: id: duplicate of endpoints[%d]", config.ErrInvalid, where, j)
 		}
 		seen[e.ID] = i
 		out = append(out, e)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
@@ -71,8 +72,8 @@ func TestParseEndpoints(t *testing.T) {
 				if err == nil {
 					t.Fatalf("ParseEndpoints succeeded (%+v), want error containing %q", got, tt.wantErr)
 				}
-				if !errors.Is(err, proxmox.ErrInvalidEndpoints) {
-					t.Errorf("error %v does not wrap ErrInvalidEndpoints", err)
+				if !errors.Is(err, config.ErrInvalid) {
+					t.Errorf("error %v does not wrap config.ErrInvalid", err)
 				}
 				if !strings.Contains(err.Error(), tt.wantErr) {
 					t.Errorf("error %q does not name %q", err, tt.wantErr)

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
@@ -132,7 +133,7 @@ func TestNewClientRejects(t *testing.T) {
 		t.Errorf("missing CA file: %v, want os.ErrNotExist without the secret", err)
 	}
 	cfg.TLS = proxmox.TLSConfig{Fingerprint: "zz"}
-	if _, err := proxmox.NewClient(cfg, "s3cr3t-value"); !errors.Is(err, proxmox.ErrInvalidEndpoints) {
-		t.Errorf("bad fingerprint: %v, want ErrInvalidEndpoints", err)
+	if _, err := proxmox.NewClient(cfg, "s3cr3t-value"); !errors.Is(err, config.ErrInvalid) {
+		t.Errorf("bad fingerprint: %v, want config.ErrInvalid", err)
 	}
 }

@@ -7,9 +7,11 @@ package repair
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
@@ -35,7 +37,8 @@ type Applier interface {
 	ApplyRepair(ctx context.Context, rep store.Repair) error
 }
 
-// Config tunes [Run]. The zero value of a field means its Default… constant.
+// Config tunes [Run]. The zero value of a field means its Default… constant; a negative
+// one is an error wrapping config.ErrInvalid.
 type Config struct {
 	// Interval is the pause between scans for due repairs.
 	Interval time.Duration
@@ -73,9 +76,25 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// Validate reports a negative duration, naming the field.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"Interval", c.Interval}, {"Lease", c.Lease}, {"BaseBackoff", c.BaseBackoff}, {"MaxBackoff", c.MaxBackoff}} {
+		if f.d < 0 {
+			return fmt.Errorf("repair: %w: %s %s is negative", config.ErrInvalid, f.name, f.d)
+		}
+	}
+	return nil
+}
+
 // Run applies due repairs until ctx is cancelled, then returns nil. Every due repair is
-// applied before the next pause of cfg.Interval.
+// applied before the next pause of cfg.Interval. An invalid cfg returns its error at once.
 func Run(ctx context.Context, st Store, a Applier, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
 	cfg = cfg.WithDefaults()
 	log := cfg.Logger.With("component", "repairer")
 	t := time.NewTicker(cfg.Interval)

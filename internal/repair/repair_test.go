@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
@@ -120,5 +122,13 @@ func TestBackoffIsCapped(t *testing.T) {
 		if got := c.Backoff(tt.attempts); got != tt.want {
 			t.Errorf("Backoff(%d) = %v, want %v", tt.attempts, got, tt.want)
 		}
+	}
+}
+
+func TestNegativeDurationsAreRefused(t *testing.T) {
+	t.Parallel()
+	err := Run(t.Context(), &fakeStore{}, &flakyApplier{}, Config{Interval: -time.Second})
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "Interval") {
+		t.Fatalf("Run with a negative Interval: %v, want config.ErrInvalid naming Interval", err)
 	}
 }
