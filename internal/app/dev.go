@@ -28,7 +28,6 @@ const (
 	DemoPVEAuditToken  = "proxbus@pve!audit"
 	DemoPVESecret      = "demo-secret"
 	DemoNetBoxToken    = "0123456789abcdef0123456789abcdef01234567"
-	DemoNetBoxV2Token  = "nbt_demo00000000.demo-secret"
 	demoSecretVariable = "PROXBUS_DEMO_SECRET"
 )
 

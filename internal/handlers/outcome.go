@@ -154,13 +154,6 @@ func classify(err error) (Outcome, failure) {
 	}
 }
 
-// verbFailure maps an error to the outcome a verb reports for it after its write began (a later
-// step of a multi-step verb): the error's outcome whatever its class.
-func verbFailure(err error) Outcome {
-	out, _ := classify(err)
-	return out
-}
-
 // guestLookupDetail is the detail of vm_not_found and vm_ambiguous when err is a failed guest
 // lookup: where it looked (the endpoint's cluster resources, by vmid or exact name, the nodes
 // listing guests) or the candidates a name matched (vmid, type, node), so the producer can

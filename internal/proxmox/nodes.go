@@ -42,8 +42,6 @@ func (c *Client) Version(ctx context.Context) (Version, error) {
 const (
 	ResourceVM      = "vm"
 	ResourceStorage = "storage"
-	ResourceNode    = "node"
-	ResourceSDN     = "sdn"
 )
 
 // ClusterResource is one entry of GET /cluster/resources. Which fields are set depends on

@@ -152,9 +152,6 @@ func (c *Cluster) running() map[int]*server.Server {
 	return out
 }
 
-// Size is the number of servers, running or stopped.
-func (c *Cluster) Size() int { return len(c.opts) }
-
 // Server returns server i, or nil while it is stopped.
 func (c *Cluster) Server(i int) *server.Server {
 	c.mu.Lock()
@@ -164,11 +161,6 @@ func (c *Cluster) Server(i int) *server.Server {
 
 // ServerName is server i's name, as JetStream reports peers and leaders.
 func (c *Cluster) ServerName(i int) string { return c.opts[i].name }
-
-// ClientURL is server i's own client URL.
-func (c *Cluster) ClientURL(i int) string {
-	return fmt.Sprintf("nats://127.0.0.1:%d", c.opts[i].clientPort)
-}
 
 // MetaLeader is the index of the running server that leads the JetStream meta group, or -1.
 func (c *Cluster) MetaLeader() int {
