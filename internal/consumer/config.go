@@ -90,45 +90,23 @@ type Config struct {
 // WithDefaults returns a copy of c with every zero field set to its default. It never changes
 // a field that is set, even to a value [New] refuses.
 func (c Config) WithDefaults() Config {
-	if c.Durable == "" {
-		c.Durable = DefaultDurable
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.MaxAckPending == 0 {
-		c.MaxAckPending = c.Concurrency
-	}
+	config.Default(&c.Durable, DefaultDurable)
+	config.Default(&c.Concurrency, DefaultConcurrency)
+	config.Default(&c.MaxAckPending, c.Concurrency)
 	if c.FetchBatch == 0 {
 		c.FetchBatch = DefaultFetchBatch
 		if c.MaxAckPending > c.Concurrency {
 			c.FetchBatch = DefaultSharedFetchBatch
 		}
 	}
-	if c.FetchWait == 0 {
-		c.FetchWait = DefaultFetchWait
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.Heartbeat == 0 {
-		c.Heartbeat = c.AckWait / 3
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = DefaultDuplicateWindow
-	}
-	if c.EventsMaxAge == 0 {
-		c.EventsMaxAge = DefaultEventsMaxAge
-	}
-	if c.DLQMaxAge == 0 {
-		c.DLQMaxAge = DefaultDLQMaxAge
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	config.Default(&c.FetchWait, DefaultFetchWait)
+	config.Default(&c.AckWait, DefaultAckWait)
+	config.Default(&c.Heartbeat, c.AckWait/3)
+	config.Default(&c.Replicas, DefaultReplicas)
+	config.Default(&c.DuplicateWindow, DefaultDuplicateWindow)
+	config.Default(&c.EventsMaxAge, DefaultEventsMaxAge)
+	config.Default(&c.DLQMaxAge, DefaultDLQMaxAge)
+	config.Default(&c.Logger, slog.Default())
 	return c
 }
 
@@ -137,24 +115,19 @@ func (c Config) validate() error {
 	if c.Subjects.Prefix == "" {
 		return fmt.Errorf("consumer: %w: Subjects.Prefix is empty", config.ErrInvalid)
 	}
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"Concurrency", int64(c.Concurrency)},
-		{"MaxAckPending", int64(c.MaxAckPending)},
-		{"FetchBatch", int64(c.FetchBatch)},
-		{"FetchWait", int64(c.FetchWait)},
-		{"AckWait", int64(c.AckWait)},
-		{"Heartbeat", int64(c.Heartbeat)},
-		{"Replicas", int64(c.Replicas)},
-		{"DuplicateWindow", int64(c.DuplicateWindow)},
-		{"EventsMaxAge", int64(c.EventsMaxAge)},
-		{"DLQMaxAge", int64(c.DLQMaxAge)},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("consumer: %w: %s is negative", config.ErrInvalid, f.name)
-		}
+	if err := config.NonNegative("consumer",
+		config.Named("Concurrency", c.Concurrency),
+		config.Named("MaxAckPending", c.MaxAckPending),
+		config.Named("FetchBatch", c.FetchBatch),
+		config.Named("FetchWait", c.FetchWait),
+		config.Named("AckWait", c.AckWait),
+		config.Named("Heartbeat", c.Heartbeat),
+		config.Named("Replicas", c.Replicas),
+		config.Named("DuplicateWindow", c.DuplicateWindow),
+		config.Named("EventsMaxAge", c.EventsMaxAge),
+		config.Named("DLQMaxAge", c.DLQMaxAge),
+	); err != nil {
+		return err
 	}
 	if c.Heartbeat >= c.AckWait {
 		return fmt.Errorf("consumer: %w: Heartbeat %s must be shorter than AckWait %s", config.ErrInvalid, c.Heartbeat, c.AckWait)

@@ -91,45 +91,25 @@ type Settings struct {
 // WithDefaults returns a copy of s with every zero field set to its default. It never changes
 // a field that is set, even to a value [New] refuses.
 func (s Settings) WithDefaults() Settings {
-	if s.MaxAttempts == 0 {
-		s.MaxAttempts = DefaultMaxAttempts
-	}
-	if s.BusyDelay == 0 {
-		s.BusyDelay = DefaultBusyDelay
-	}
-	if s.MaxWait == 0 {
-		s.MaxWait = DefaultMaxWait
-	}
-	if s.ConfirmFor == 0 {
-		s.ConfirmFor = DefaultConfirmFor
-	}
-	if s.JournalRetries == 0 {
-		s.JournalRetries = DefaultJournalRetries
-	}
-	if s.JournalRetryDelay == 0 {
-		s.JournalRetryDelay = DefaultJournalRetryDelay
-	}
+	config.Default(&s.MaxAttempts, DefaultMaxAttempts)
+	config.Default(&s.BusyDelay, DefaultBusyDelay)
+	config.Default(&s.MaxWait, DefaultMaxWait)
+	config.Default(&s.ConfirmFor, DefaultConfirmFor)
+	config.Default(&s.JournalRetries, DefaultJournalRetries)
+	config.Default(&s.JournalRetryDelay, DefaultJournalRetryDelay)
 	return s
 }
 
 // validate reports settings that cannot work.
 func (s Settings) validate() error {
-	for _, f := range []struct {
-		name string
-		v    int64
-	}{
-		{"MaxAttempts", int64(s.MaxAttempts)},
-		{"BusyDelay", int64(s.BusyDelay)},
-		{"MaxWait", int64(s.MaxWait)},
-		{"ConfirmFor", int64(s.ConfirmFor)},
-		{"JournalRetries", int64(s.JournalRetries)},
-		{"JournalRetryDelay", int64(s.JournalRetryDelay)},
-	} {
-		if f.v < 0 {
-			return fmt.Errorf("handlers: %w: %s is negative", config.ErrInvalid, f.name)
-		}
-	}
-	return nil
+	return config.NonNegative("handlers",
+		config.Named("MaxAttempts", s.MaxAttempts),
+		config.Named("BusyDelay", s.BusyDelay),
+		config.Named("MaxWait", s.MaxWait),
+		config.Named("ConfirmFor", s.ConfirmFor),
+		config.Named("JournalRetries", s.JournalRetries),
+		config.Named("JournalRetryDelay", s.JournalRetryDelay),
+	)
 }
 
 // Config wires a [Pipeline]: its [Settings] and what it runs on. Every dependency is

@@ -7,7 +7,6 @@ package repair
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -55,21 +54,11 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Interval == 0 {
-		c.Interval = DefaultInterval
-	}
-	if c.Lease == 0 {
-		c.Lease = DefaultLease
-	}
-	if c.BaseBackoff == 0 {
-		c.BaseBackoff = DefaultBaseBackoff
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	config.Default(&c.Interval, DefaultInterval)
+	config.Default(&c.Lease, DefaultLease)
+	config.Default(&c.BaseBackoff, DefaultBaseBackoff)
+	config.Default(&c.MaxBackoff, DefaultMaxBackoff)
+	config.Default(&c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -78,15 +67,12 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports a negative duration, naming the field.
 func (c Config) Validate() error {
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"Interval", c.Interval}, {"Lease", c.Lease}, {"BaseBackoff", c.BaseBackoff}, {"MaxBackoff", c.MaxBackoff}} {
-		if f.d < 0 {
-			return fmt.Errorf("repair: %w: %s %s is negative", config.ErrInvalid, f.name, f.d)
-		}
-	}
-	return nil
+	return config.NonNegative("repair",
+		config.Named("Interval", c.Interval),
+		config.Named("Lease", c.Lease),
+		config.Named("BaseBackoff", c.BaseBackoff),
+		config.Named("MaxBackoff", c.MaxBackoff),
+	)
 }
 
 // Run applies due repairs until ctx is cancelled, then returns nil. Every due repair is

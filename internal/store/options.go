@@ -1,7 +1,6 @@
 package store
 
 import (
-	"fmt"
 	"time"
 
 	"github.com/proxbus/proxbus/internal/config"
@@ -35,18 +34,10 @@ type Options struct {
 // WithDefaults returns a copy of o with every zero field set to its default. It never changes
 // a field that is set, even to a value [New] refuses.
 func (o Options) WithDefaults() Options {
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if o.DedupeTTL == 0 {
-		o.DedupeTTL = DefaultDedupeTTL
-	}
-	if o.Window == 0 {
-		o.Window = DefaultWindow
-	}
-	if o.LeaseTTL == 0 {
-		o.LeaseTTL = DefaultLeaseTTL
-	}
+	config.Default(&o.Prefix, DefaultPrefix)
+	config.Default(&o.DedupeTTL, DefaultDedupeTTL)
+	config.Default(&o.Window, DefaultWindow)
+	config.Default(&o.LeaseTTL, DefaultLeaseTTL)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -55,15 +46,11 @@ func (o Options) WithDefaults() Options {
 
 // validate reports options that cannot work.
 func (o Options) validate() error {
-	for _, f := range []struct {
-		name string
-		d    time.Duration
-	}{{"DedupeTTL", o.DedupeTTL}, {"Window", o.Window}, {"LeaseTTL", o.LeaseTTL}} {
-		if f.d < 0 {
-			return fmt.Errorf("store: %w: %s %s is negative", config.ErrInvalid, f.name, f.d)
-		}
-	}
-	return nil
+	return config.NonNegative("store",
+		config.Named("DedupeTTL", o.DedupeTTL),
+		config.Named("Window", o.Window),
+		config.Named("LeaseTTL", o.LeaseTTL),
+	)
 }
 
 // millis converts a positive duration to whole milliseconds, rounding up so that a
