@@ -56,17 +56,38 @@ func (e Emitter) now() time.Time {
 	return time.Now().UTC()
 }
 
-// StepEvent builds step event "<command id>.step.<seq>" of type proxbus.<verb>.step on
-// Step(ref). It fills st's command fields from o and st.At with now when zero; the event time
-// is st.At. It returns an error wrapping ErrEncode when o has no valid id.
-func (e Emitter) StepEvent(o Origin, st Step) (*nats.Msg, error) {
-	_, msg, err := e.Step(o, st)
-	return msg, err
+// Payload is the data of an event proxbus publishes about a command: a [Step], a [Result]
+// or a [JournalRepaired]. No other type implements it.
+type Payload interface{ payload() }
+
+func (Step) payload()            {}
+func (Result) payload()          {}
+func (JournalRepaired) payload() {}
+
+// Event builds the event of p about the command o names and returns p as the event carries
+// it (command fields filled from o, free text redacted), for observers of its publication:
+//   - a Step: event "<command id>.step.<seq>" of type proxbus.<verb>.step on Step(ref),
+//     timed st.At (now when zero);
+//   - a Result: event "<command id>.result" of type proxbus.<verb>.result on Result(ref),
+//     timed now, its Output redacted when it names a secret;
+//   - a JournalRepaired: event "<command id>.journal.repaired" of type
+//     proxbus.journal.repaired on Journal(ref), timed now.
+//
+// It returns an error wrapping ErrEncode when o has no valid id, a result's status is not an
+// HTTP status or its output is not JSON.
+func (e Emitter) Event(o Origin, p Payload) (Payload, *nats.Msg, error) {
+	switch p := p.(type) {
+	case Step:
+		return e.step(o, p)
+	case Result:
+		return e.result(o, p)
+	case JournalRepaired:
+		return e.journal(o, p)
+	}
+	return p, nil, fmt.Errorf("%w: %T is not an event payload", ErrEncode, p)
 }
 
-// Step is [Emitter.StepEvent] returning also the step exactly as the event carries it (command
-// fields filled, detail redacted), for observers of its publication.
-func (e Emitter) Step(o Origin, st Step) (Step, *nats.Msg, error) {
+func (e Emitter) step(o Origin, st Step) (Payload, *nats.Msg, error) {
 	st.CommandID, st.CommandSource, st.Verb = o.ID, o.Source, o.Verb
 	if st.At.IsZero() {
 		st.At = e.now()
@@ -77,17 +98,7 @@ func (e Emitter) Step(o Origin, st Step) (Step, *nats.Msg, error) {
 	return st, msg, err
 }
 
-// ResultEvent builds result event "<command id>.result" of type proxbus.<verb>.result on
-// Result(ref), timed now. It fills r's command fields from o. It returns an error wrapping
-// ErrEncode when o has no valid id, r.Status is not an HTTP status, or r.Output is not JSON.
-func (e Emitter) ResultEvent(o Origin, r Result) (*nats.Msg, error) {
-	_, msg, err := e.Result(o, r)
-	return msg, err
-}
-
-// Result is [Emitter.ResultEvent] returning also the result exactly as the event carries it
-// (command fields filled, detail and output redacted), for observers of its publication.
-func (e Emitter) Result(o Origin, r Result) (Result, *nats.Msg, error) {
+func (e Emitter) result(o Origin, r Result) (Payload, *nats.Msg, error) {
 	r.CommandID, r.CommandSource, r.Verb = o.ID, o.Source, o.Verb
 	if r.Status < 100 || r.Status > 599 {
 		return r, nil, fmt.Errorf("%w: result status %d is not an HTTP status", ErrEncode, r.Status)
@@ -105,15 +116,7 @@ func (e Emitter) Result(o Origin, r Result) (Result, *nats.Msg, error) {
 	return r, msg, err
 }
 
-// JournalEvent builds journal event "<command id>.journal.repaired" of type
-// proxbus.journal.repaired on Journal(ref), timed now. It fills j.CommandID from o.
-func (e Emitter) JournalEvent(o Origin, j JournalRepaired) (*nats.Msg, error) {
-	_, msg, err := e.Journal(o, j)
-	return msg, err
-}
-
-// Journal is [Emitter.JournalEvent] returning also the event's data as it carries it.
-func (e Emitter) Journal(o Origin, j JournalRepaired) (JournalRepaired, *nats.Msg, error) {
+func (e Emitter) journal(o Origin, j JournalRepaired) (Payload, *nats.Msg, error) {
 	j.CommandID = o.ID
 	msg, err := e.build(o, o.ID+".journal.repaired", TypePrefix+"journal.repaired", e.Subjects.Journal(Ref(o.Source, o.ID)), e.now(), j)
 	return j, msg, err

@@ -16,7 +16,7 @@ func BenchmarkEmit(b *testing.B) {
 	b.Run("step", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, _, err := em.Step(o, Step{Seq: 2, Step: "create_storage", Status: StepStarted, Detail: "creating storage brun1-42"}); err != nil {
+			if _, _, err := em.Event(o, Step{Seq: 2, Step: "create_storage", Status: StepStarted, Detail: "creating storage brun1-42"}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -25,7 +25,7 @@ func BenchmarkEmit(b *testing.B) {
 		b.ReportAllocs()
 		out := json.RawMessage(`{"storage":"brun1-42","type":"pbs","nodes":["pve1","pve2"]}`)
 		for b.Loop() {
-			if _, _, err := em.Result(o, Result{Status: 201, Result: "created", Output: out, JournalFinalized: true}); err != nil {
+			if _, _, err := em.Event(o, Result{Status: 201, Result: "created", Output: out, JournalFinalized: true}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -39,19 +39,19 @@ func TestEmitterEvents(t *testing.T) {
 		at               time.Time
 	}{
 		{"step", func() (*nats.Msg, error) {
-			return e.StepEvent(simple, Step{Seq: 3, Step: "start_vm", Status: StepDone, At: stepAt})
+			return msgOf(e, simple, Step{Seq: 3, Step: "start_vm", Status: StepDone, At: stepAt})
 		}, "cmd-1.step.3", "proxbus.vm.start.step", "proxbus.evt.cmd-1.step", testTraceParent, stepAt},
 		{"step without time gets now", func() (*nats.Msg, error) {
-			return e.StepEvent(hashed, Step{Seq: 1, Step: "start_vm", Status: StepStarted})
+			return msgOf(e, hashed, Step{Seq: 1, Step: "start_vm", Status: StepStarted})
 		}, "a/b.step.1", "proxbus.vm.start.step", "proxbus.evt." + Ref("urn:proxbus:cli", "a/b") + ".step", "", fixedNow},
 		{"result", func() (*nats.Msg, error) {
-			return e.ResultEvent(simple, Result{Status: 200, Result: "ok"})
+			return msgOf(e, simple, Result{Status: 200, Result: "ok"})
 		}, "cmd-1.result", "proxbus.vm.start.result", "proxbus.evt.cmd-1.result", testTraceParent, fixedNow},
 		{"result hashed ref", func() (*nats.Msg, error) {
-			return e.ResultEvent(hashed, Result{Status: 200, Result: "ok"})
+			return msgOf(e, hashed, Result{Status: 200, Result: "ok"})
 		}, "a/b.result", "proxbus.vm.start.result", "proxbus.evt." + Ref("urn:proxbus:cli", "a/b") + ".result", "", fixedNow},
 		{"journal", func() (*nats.Msg, error) {
-			return e.JournalEvent(simple, JournalRepaired{JournalEntryURL: "http://nb/api/extras/journal-entries/5/", RepairedBy: RepairedByRepairer})
+			return msgOf(e, simple, JournalRepaired{JournalEntryURL: "http://nb/api/extras/journal-entries/5/", RepairedBy: RepairedByRepairer})
 		}, "cmd-1.journal.repaired", "proxbus.journal.repaired", "proxbus.evt.cmd-1.journal", testTraceParent, fixedNow},
 	}
 	for _, tc := range tests {
@@ -102,7 +102,7 @@ func TestEmitterEvents(t *testing.T) {
 func TestStepJSON(t *testing.T) {
 	t.Parallel()
 	o := Origin{ID: "cmd-1", Source: "/nb", Verb: "vm.provision"}
-	msg, err := testEmitter().StepEvent(o, Step{CommandID: "wrong", Seq: 2, Step: "clone_template", Status: StepStarted, UPID: "UPID:pve1:1", Attempt: 3})
+	msg, err := msgOf(testEmitter(), o, Step{CommandID: "wrong", Seq: 2, Step: "clone_template", Status: StepStarted, UPID: "UPID:pve1:1", Attempt: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestResultJSON(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			msg, err := testEmitter().ResultEvent(o, tc.r)
+			msg, err := msgOf(testEmitter(), o, tc.r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -185,12 +185,12 @@ func TestEmitterRedacts(t *testing.T) {
 	t.Parallel()
 	o := Origin{ID: "cmd-1", Source: "/nb", Verb: "storage.pbs.create"}
 	e := testEmitter()
-	res, err := e.ResultEvent(o, Result{Status: 502, Result: "failed", Detail: "upstream said password=hunter2",
+	res, err := msgOf(e, o, Result{Status: 502, Result: "failed", Detail: "upstream said password=hunter2",
 		Output: json.RawMessage(`{"cloud_init":{"password":"hunter2"},"vmid":100}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	step, err := e.StepEvent(o, Step{Seq: 1, Step: "x", Status: StepError, Detail: `"token":"hunter2"`})
+	step, err := msgOf(e, o, Step{Seq: 1, Step: "x", Status: StepError, Detail: `"token":"hunter2"`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestEmitterRedacts(t *testing.T) {
 	if !strings.Contains(string(r.Data), `"vmid":100`) {
 		t.Errorf("non-secret output lost: %s", r.Data)
 	}
-	plain, err := e.ResultEvent(o, Result{Status: 200, Result: "ok", Output: json.RawMessage(`{"z":1,"a":[2,1]}`)})
+	plain, err := msgOf(e, o, Result{Status: 200, Result: "ok", Output: json.RawMessage(`{"z":1,"a":[2,1]}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,14 +222,14 @@ func TestEmitterRejects(t *testing.T) {
 		name  string
 		build func() (*nats.Msg, error)
 	}{
-		{"step without id", func() (*nats.Msg, error) { return e.StepEvent(Origin{Verb: "vm.start"}, Step{Seq: 1}) }},
-		{"result without id", func() (*nats.Msg, error) { return e.ResultEvent(Origin{}, Result{Status: 200}) }},
-		{"result id with newline", func() (*nats.Msg, error) { return e.ResultEvent(Origin{ID: "a\nb"}, Result{Status: 200}) }},
-		{"result status zero", func() (*nats.Msg, error) { return e.ResultEvent(ok, Result{Result: "ok"}) }},
+		{"step without id", func() (*nats.Msg, error) { return msgOf(e, Origin{Verb: "vm.start"}, Step{Seq: 1}) }},
+		{"result without id", func() (*nats.Msg, error) { return msgOf(e, Origin{}, Result{Status: 200}) }},
+		{"result id with newline", func() (*nats.Msg, error) { return msgOf(e, Origin{ID: "a\nb"}, Result{Status: 200}) }},
+		{"result status zero", func() (*nats.Msg, error) { return msgOf(e, ok, Result{Result: "ok"}) }},
 		{"result output not JSON", func() (*nats.Msg, error) {
-			return e.ResultEvent(ok, Result{Status: 200, Output: json.RawMessage(`{`)})
+			return msgOf(e, ok, Result{Status: 200, Output: json.RawMessage(`{`)})
 		}},
-		{"journal without id", func() (*nats.Msg, error) { return e.JournalEvent(Origin{}, JournalRepaired{}) }},
+		{"journal without id", func() (*nats.Msg, error) { return msgOf(e, Origin{}, JournalRepaired{}) }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,7 +262,7 @@ func TestInvalidCommandResult(t *testing.T) {
 	if o != (Origin{ID: "cmd-1", Source: "/netbox/webhook/7", Verb: "vm.start"}) {
 		t.Errorf("origin = %+v", o)
 	}
-	msg, err := testEmitter().ResultEvent(o, r)
+	msg, err := msgOf(testEmitter(), o, r)
 	if err != nil || msg.Subject != "proxbus.evt.cmd-1.result" {
 		t.Errorf("publishable result: %v, %v", msg, err)
 	}
@@ -271,7 +271,7 @@ func TestInvalidCommandResult(t *testing.T) {
 			t.Errorf("InvalidCommandResult(%v) ok without an id", p)
 		}
 	}
-	noVerb, err := testEmitter().ResultEvent(Origin{ID: "x"}, Result{Status: 400, Result: "refused"})
+	noVerb, err := msgOf(testEmitter(), Origin{ID: "x"}, Result{Status: 400, Result: "refused"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func TestEventBodyIsWhatEncodingJSONWrites(t *testing.T) {
 	t.Parallel()
 	em := NewEmitter(NewSubjects("proxbus"), "test")
 	o := Origin{ID: "c1", Source: "/test", Verb: "vm.start", TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
-	msg, err := em.StepEvent(o, Step{CommandID: "c1", CommandSource: "/test", Verb: "vm.start", Seq: 1,
+	msg, err := msgOf(em, o, Step{CommandID: "c1", CommandSource: "/test", Verb: "vm.start", Seq: 1,
 		Step: "start_vm", Status: StepError, Detail: `<b>&"quoted"` + "\u2028 ünïcødé \x7f", At: time.Unix(1700000000, 5).UTC()})
 	if err != nil {
 		t.Fatal(err)
@@ -345,32 +345,41 @@ func TestTypedEventIsWhatTheMessageCarries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	st, msg, err := em.Step(o, Step{Seq: 2, Step: "start_vm", Status: StepError, Detail: "failed: password=hunter22"})
+	p, msg, err := em.Event(o, Step{Seq: 2, Step: "start_vm", Status: StepError, Detail: "failed: password=hunter22"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := p.(Step)
 	var gotStep Step
 	dataOf(t, msg, &gotStep)
 	if !reflect.DeepEqual(st, gotStep) || strings.Contains(st.Detail, "hunter22") || st.CommandID != "c1" {
-		t.Errorf("Step returned %+v, message carries %+v", st, gotStep)
+		t.Errorf("Event returned %+v, message carries %+v", st, gotStep)
 	}
-	res, msg, err := em.Result(o, Result{Status: 200, Result: "ok", Detail: "token=abcd1234",
+	p, msg, err = em.Event(o, Result{Status: 200, Result: "ok", Detail: "token=abcd1234",
 		Output: json.RawMessage(`{"vm":101,"password":"hunter22"}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	res := p.(Result)
 	var gotRes Result
 	dataOf(t, msg, &gotRes)
 	if !reflect.DeepEqual(res, gotRes) || strings.Contains(string(res.Output), "hunter22") || strings.Contains(res.Detail, "abcd1234") {
-		t.Errorf("Result returned %+v, message carries %+v", res, gotRes)
+		t.Errorf("Event returned %+v, message carries %+v", res, gotRes)
 	}
-	j, msg, err := em.Journal(o, JournalRepaired{JournalEntryURL: "https://netbox.example/api/extras/journal-entries/1/", RepairedBy: "repairer"})
+	p, msg, err = em.Event(o, JournalRepaired{JournalEntryURL: "https://netbox.example/api/extras/journal-entries/1/", RepairedBy: "repairer"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	j := p.(JournalRepaired)
 	var gotJ JournalRepaired
 	dataOf(t, msg, &gotJ)
 	if !reflect.DeepEqual(j, gotJ) || j.CommandID != "c1" {
-		t.Errorf("Journal returned %+v, message carries %+v", j, gotJ)
+		t.Errorf("Event returned %+v, message carries %+v", j, gotJ)
 	}
+}
+
+// msgOf is the message of the event e builds of p.
+func msgOf(e Emitter, o Origin, p Payload) (*nats.Msg, error) {
+	_, m, err := e.Event(o, p)
+	return m, err
 }

@@ -212,7 +212,7 @@ func TestPublishHookSeesStoredEventsAndDuplicates(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var got []seen
-	hook := func(_ context.Context, data any, duplicate bool) {
+	hook := func(_ context.Context, data events.Payload, duplicate bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, seen{data, duplicate})
@@ -224,8 +224,8 @@ func TestPublishHookSeesStoredEventsAndDuplicates(t *testing.T) {
 			t.Fatalf("publish: %v", err)
 		}
 	}
-	if err := p.Publish(ctxT(t), o, "not an event"); !errors.Is(err, events.ErrEncode) {
-		t.Errorf("publish of a string: %v, want ErrEncode", err)
+	if err := p.Publish(ctxT(t), o, events.Result{Status: 42}); !errors.Is(err, events.ErrEncode) {
+		t.Errorf("publish of a result with status 42: %v, want ErrEncode", err)
 	}
 	if err := p.Publish(ctxT(t), events.Origin{Source: "/test"}, events.Step{Seq: 1}); !errors.Is(err, events.ErrEncode) {
 		t.Errorf("publish without a command id: %v, want ErrEncode", err)

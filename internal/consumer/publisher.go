@@ -22,11 +22,10 @@ type Publisher struct {
 }
 
 // PublishHook is called by a [Publisher] once the stream stored an event, with the event's
-// data as the stored event carries it (an [events.Step], [events.Result] or
-// [events.JournalRepaired], its command fields filled and its free text redacted) and
+// data as the stored event carries it (its command fields filled, its free text redacted) and
 // whether the stream already held the event (a replay). It must be fast, safe for concurrent
 // use, and must not modify data.
-type PublishHook func(ctx context.Context, data any, duplicate bool)
+type PublishHook func(ctx context.Context, data events.Payload, duplicate bool)
 
 // NewPublisher returns a Publisher storing on js the events em builds. Each hook sees every
 // event once the stream has stored it (metrics); nil hooks are skipped.
@@ -40,27 +39,13 @@ func NewPublisher(js jetstream.JetStream, em events.Emitter, hooks ...PublishHoo
 	return p
 }
 
-// Publish builds the event of data, an [events.Step], [events.Result] or
-// [events.JournalRepaired] of the command o names, stores it on the stream that owns its
-// subject and returns nil once the stream acknowledged it (a duplicate counts as stored). It
-// returns an error wrapping [events.ErrEncode], and stores nothing, when data is of another
-// type or cannot be encoded; and the JetStream error, wrapped with the subject, when no stream
-// took the event (no stream, timeout, ctx done, payload too big).
-func (p *Publisher) Publish(ctx context.Context, o events.Origin, data any) error {
-	var (
-		m   *nats.Msg
-		err error
-	)
-	switch d := data.(type) {
-	case events.Step:
-		data, m, err = p.em.Step(o, d)
-	case events.Result:
-		data, m, err = p.em.Result(o, d)
-	case events.JournalRepaired:
-		data, m, err = p.em.Journal(o, d)
-	default:
-		err = fmt.Errorf("%w: %T is not the data of a proxbus event", events.ErrEncode, data)
-	}
+// Publish builds the event of data about the command o names ([events.Emitter.Event]), stores
+// it on the stream that owns its subject and returns nil once the stream acknowledged it (a
+// duplicate counts as stored). It returns an error wrapping [events.ErrEncode], and stores
+// nothing, when data cannot be encoded; and the JetStream error, wrapped with the subject,
+// when no stream took the event (no stream, timeout, ctx done, payload too big).
+func (p *Publisher) Publish(ctx context.Context, o events.Origin, data events.Payload) error {
+	data, m, err := p.em.Event(o, data)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}

@@ -40,22 +40,18 @@ func newStream() *stream {
 }
 
 // Publish keeps data as the event built by a real emitter carries it.
-func (s *stream) Publish(_ context.Context, o events.Origin, data any) error {
+func (s *stream) Publish(_ context.Context, o events.Origin, data events.Payload) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ref := events.Ref(o.Source, o.ID)
+	data, _, err := testEmitter.Event(o, data)
+	if err != nil {
+		return err
+	}
 	switch ev := data.(type) {
 	case events.Step:
-		ev, _, err := testEmitter.Step(o, ev)
-		if err != nil {
-			return err
-		}
 		s.steps[ref] = append(s.steps[ref], ev)
 	case events.Result:
-		ev, _, err := testEmitter.Result(o, ev)
-		if err != nil {
-			return err
-		}
 		if s.failResults > 0 {
 			s.failResults--
 			return errors.New("nats: timeout")

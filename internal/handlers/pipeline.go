@@ -19,7 +19,7 @@ import (
 // o) and returns an error wrapping events.ErrEncode, publishing nothing, when it cannot.
 // Publishing the same event again stores it once and succeeds.
 type Publisher interface {
-	Publish(ctx context.Context, o events.Origin, data any) error
+	Publish(ctx context.Context, o events.Origin, data events.Payload) error
 }
 
 // EndpointLookup answers the gate's question about a ProxmoxEndpoint (a cache in front of NetBox).

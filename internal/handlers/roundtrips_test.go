@@ -113,21 +113,8 @@ type collector struct {
 	msgs []*nats.Msg
 }
 
-func (c *collector) Publish(_ context.Context, o events.Origin, data any) error {
-	var (
-		m   *nats.Msg
-		err error
-	)
-	switch d := data.(type) {
-	case events.Step:
-		_, m, err = testEmitter.Step(o, d)
-	case events.Result:
-		_, m, err = testEmitter.Result(o, d)
-	case events.JournalRepaired:
-		_, m, err = testEmitter.Journal(o, d)
-	default:
-		err = fmt.Errorf("%w: %T", events.ErrEncode, data)
-	}
+func (c *collector) Publish(_ context.Context, o events.Origin, data events.Payload) error {
+	_, m, err := testEmitter.Event(o, data)
 	if err != nil {
 		return err
 	}

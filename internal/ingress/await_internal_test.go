@@ -32,8 +32,8 @@ func TestStoredResult(t *testing.T) {
 		t.Fatal("found a result before any was stored")
 	}
 	emitter := events.NewEmitter(subjects, "test")
-	step, _ := emitter.StepEvent(origin, events.Step{Seq: 1, Step: "gate", Status: events.StepDone})
-	res, _ := emitter.ResultEvent(origin, events.Result{Status: 409, Result: "refused", Reason: "storage_conflict", JournalFinalized: true, Replayed: true})
+	_, step, _ := emitter.Event(origin, events.Step{Seq: 1, Step: "gate", Status: events.StepDone})
+	_, res, _ := emitter.Event(origin, events.Result{Status: 409, Result: "refused", Reason: "storage_conflict", JournalFinalized: true, Replayed: true})
 	for _, m := range []*nats.Msg{step, res} {
 		if _, err := n.JS.PublishMsg(ctx, m); err != nil {
 			t.Fatalf("publish: %v", err)

@@ -76,7 +76,7 @@ func startFakePipeline(t *testing.T, h *harness) *fakePipeline {
 		if data.Storage == "slow" {
 			return
 		}
-		msg, err := emitter.ResultEvent(events.OriginOf(cmd), res)
+		_, msg, err := emitter.Event(events.OriginOf(cmd), res)
 		if err != nil {
 			t.Errorf("fake pipeline: %v", err)
 			return

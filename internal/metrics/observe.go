@@ -37,7 +37,7 @@ func (m *Metrics) DeadLettered(verb, reason string) {
 // command by verb, result and status; steps are timed from started to done, error or
 // skipped. A duplicate (replayed) event is counted in events_published_total only; data of
 // any other type is ignored.
-func (m *Metrics) Published(_ context.Context, data any, duplicate bool) {
+func (m *Metrics) Published(_ context.Context, data events.Payload, duplicate bool) {
 	switch ev := data.(type) {
 	case events.Step:
 		m.count("step", duplicate, func() { m.step(ev) })
