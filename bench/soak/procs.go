@@ -13,21 +13,21 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/proxbus/proxbus/bench/internal/harness"
 )
 
 // buildBinaries compiles proxbus and nats-server into dir and returns their paths.
 func buildBinaries(ctx context.Context, dir string) (proxbus, natsServer string, err error) {
 	proxbus = filepath.Join(dir, "proxbus")
 	natsServer = filepath.Join(dir, "nats-server")
-	for _, b := range []struct{ out, pkg string }{
-		{proxbus, "github.com/proxbus/proxbus/cmd/proxbus"},
-		{natsServer, "github.com/nats-io/nats-server/v2"},
-	} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", b.out, b.pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %w", b.pkg, err)
-		}
+	if err := harness.BuildProxbus(ctx, proxbus); err != nil {
+		return "", "", err
+	}
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", natsServer, "github.com/nats-io/nats-server/v2")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", "", fmt.Errorf("go build nats-server: %w", err)
 	}
 	return proxbus, natsServer, nil
 }

@@ -138,10 +138,7 @@ func build(b *testing.B) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "proxbus")
-		out, err := exec.Command("go", "build", "-o", binPath, "github.com/proxbus/proxbus/cmd/proxbus").CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("build: %w\n%s", err, out)
-		}
+		buildErr = harness.BuildProxbus(context.Background(), binPath)
 	})
 	if buildErr != nil {
 		b.Fatal(buildErr)
