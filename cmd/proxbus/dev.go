@@ -1,16 +1,25 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
+	"os"
 	"sync"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
+// cmdDev runs `proxbus dev` (contract §10) until ctx ends: the embedded infrastructure and a
+// processor. Once ready it writes its run file (see [devRun]; removed when it returns, unless
+// another dev replaced it), prints the nats, redis, pve and netbox lines and ready, then a
+// note when the NATS port asked for was taken and the run file's path. --demo plays the tour
+// and returns.
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("dev", stderr)
 	demo := fs.Bool("demo", false, "play a scripted tour of every verb, then exit (0 only when every outcome matched)")
@@ -58,7 +67,24 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("proxbus did not start: %w", err)
 	case <-ready:
 	}
+	runPath := devRunPath(fs.getenv)
+	pid := os.Getpid()
+	runErr := writeDevRun(runPath, devRun{
+		PID: pid, NATSURL: env.NATSURL, RedisURL: env.RedisURL, PVEURL: env.PVEURL, NetBoxURL: env.NetBoxURL,
+		SubjectPrefix: events.NewSubjects(cfg.Consumer.Subjects.Prefix).Prefix, RedisKeyPrefix: cmp.Or(cfg.Store.Prefix, store.DefaultPrefix),
+	})
+	if runErr == nil {
+		defer removeDevRun(runPath, pid)
+	}
 	fmt.Fprintf(stdout, "nats: %s\nredis: %s\npve: %s\nnetbox: %s\nready\n", env.NATSURL, env.RedisURL, env.PVEURL, env.NetBoxURL)
+	if env.NATSPortTaken != 0 {
+		fmt.Fprintf(stdout, "note: NATS port %d is taken (another NATS server?), so dev's NATS listens on port %s\n", env.NATSPortTaken, urlPort(env.NATSURL))
+	}
+	if runErr == nil {
+		fmt.Fprintf(stdout, "run file: %s (send, events, dlq, journal pending and streams apply use these URLs when given none)\n", runPath)
+	} else {
+		log.Warn("the other subcommands will not find dev: pass them --nats-url and --redis-url", "err", runErr)
+	}
 
 	if *demo {
 		demoErr := playDemo(ctx, env, stdout)
@@ -69,6 +95,14 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return demoErr
 	}
 	return <-serveErr
+}
+
+// urlPort is the port of URL u, or u itself when it has none.
+func urlPort(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Port() != "" {
+		return p.Port()
+	}
+	return u
 }
 
 func playDemo(ctx context.Context, env *app.DevEnv, stdout io.Writer) error {

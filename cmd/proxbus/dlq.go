@@ -37,7 +37,8 @@ var (
 // names its last new command id) and labelled lines. Replay prints the new command's id to
 // follow. Purge removes every letter, or those stored before --before (RFC 3339, or a
 // duration back from now such as 24h); it needs --yes without --before or when stdin is not a
-// terminal, and otherwise asks on the terminal.
+// terminal, and otherwise asks on the terminal. Without --nats-url it works on a running
+// `proxbus dev` (see [flagSet.natsFromDev]).
 func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("%w: %s", errUsage, dlqUsage)
@@ -70,6 +71,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			return fmt.Errorf("%w: dlq purge removes dead letters for good: add --yes (required without --before or when stdin is not a terminal)", errUsage)
 		}
 	}
+	fs.natsFromDev(stderr, natsURL, prefix)
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		return err

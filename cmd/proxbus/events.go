@@ -22,6 +22,7 @@ import (
 // --output text (the default) it prints one human line per event (a step by its seq, its
 // attempt when above 1; vm.list's result also as a table); with --output json one JSON line
 // per event: {"subject","type","id","time","data"} with data the event's own document.
+// Without --nats-url it follows a running `proxbus dev` (see [flagSet.natsFromDev]).
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", stderr)
 	natsURL := addNATSURLFlag(fs)
@@ -39,6 +40,7 @@ func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	fs.natsFromDev(stderr, natsURL, prefix)
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		return err

@@ -15,7 +15,9 @@ import (
 
 // cmdJournal lists the terminal journal updates still waiting to be applied (contract §6):
 // a table and a count with --output text (the default), one JSON line per pending repair (the
-// stored record, whose comments are already redacted) with --output json.
+// stored record, whose comments are already redacted) with --output json. Without
+// --redis-url it reads the store of a running `proxbus dev`, with its key prefix (see
+// [flagSet.redisFromDev]).
 func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "pending" {
 		return fmt.Errorf("%w: proxbus journal pending", errUsage)
@@ -31,6 +33,8 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+
+	fs.redisFromDev(stderr, redisURL, prefix)
 	opts, err := redis.ParseURL(*redisURL)
 	if err != nil {
 		return fmt.Errorf("%w: --redis-url: %v", errUsage, err)

@@ -43,6 +43,9 @@ Usage:
 send, events, dlq list|show|replay|purge, journal pending and version take --output text|json
 ($PROXBUS_OUTPUT, default text): human lines, or the raw documents as JSON (one per line).
 Every flag has a PROXBUS_* environment variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
+While 'proxbus dev' runs, the others use its NATS and Redis unless given --nats-url or
+--redis-url, and say so: dev writes them to $PROXBUS_RUN_DIR/dev.json (default
+$XDG_RUNTIME_DIR/proxbus, else proxbus-<uid> in the temporary directory).
 Run 'proxbus <command> -h' for a command's flags.
 `
 

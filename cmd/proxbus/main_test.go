@@ -264,14 +264,8 @@ func TestDevDemo(t *testing.T) {
 // TestServeDrainsOnSIGTERM runs the real binary: SIGTERM while a Proxmox call is in flight
 // still completes the command (result published) and the process exits 0.
 func TestServeDrainsOnSIGTERM(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the binary")
-	}
+	bin := buildProxbus(t)
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "proxbus")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
 	r := testenv.StartRedis(t)
 	env, err := app.StartDev(app.DevOptions{RedisURL: r.URL, NATSPort: -1})
 	if err != nil {

@@ -20,7 +20,9 @@ import (
 // a line per step when the step ends, with its status and the time since its start, a spinner
 // naming the running step when stderr is a terminal (plain lines otherwise), and a summary.
 // vm.list's guests also appear there as a table (stdout keeps the result JSON).
-// With --output json, stdout gets only the result document and stderr only errors.
+// With --output json, stdout gets only the result document and stderr only errors (and, as
+// in text mode, the line saying that the NATS of `proxbus dev` is used, from its run file,
+// when no --nats-url was given).
 // Exit code: 0 for a status below 400, 1 otherwise (2 for usage errors).
 func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", stderr)
@@ -73,6 +75,7 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		_, _ = rand.Read(b)
 		*id = "cli-" + hex.EncodeToString(b)
 	}
+	fs.natsFromDev(stderr, natsURL, prefix)
 	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: time.Now().UTC(),
 		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, Data: body}
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())

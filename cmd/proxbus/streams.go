@@ -14,7 +14,8 @@ import (
 // cmdStreams applies the stream and consumer configuration (what serve does at start) and
 // prints each setting it changed (old → new), or "created" or "unchanged" per object. It
 // never lowers the durable's MaxAckPending or a stream's replica count that were not given
-// (flag or environment): it refuses, naming the server's value and the flag to pass.
+// (flag or environment): it refuses, naming the server's value and the flag to pass. Without
+// --nats-url it works on a running `proxbus dev` (see [flagSet.natsFromDev]).
 func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "apply" {
 		return fmt.Errorf("%w: proxbus streams apply", errUsage)
@@ -36,6 +37,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.problems(); err != nil {
 		return err
 	}
+	fs.natsFromDev(stderr, natsURL, prefix)
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -39,14 +40,15 @@ type DevOptions struct {
 	// RedisURL is a real Redis to use; empty starts the embedded, non-durable one.
 	RedisURL string
 	// NATSPort is tried first for the embedded NATS (default DefaultDevNATSPort); a free port
-	// when it is taken, or when it is -1.
+	// when it is taken (DevEnv.NATSPortTaken then says so), or when it is -1.
 	NATSPort int
 	// Logger receives the simulators' logs.
 	Logger *slog.Logger
 }
 
 // DevEnv is the infrastructure of `proxbus dev`: embedded NATS JetStream, a store, and both
-// simulators with the demo cluster.
+// simulators with the demo cluster. JetStream keeps its files in a new temporary directory
+// that Close removes.
 type DevEnv struct {
 	NATSURL   string
 	RedisURL  string
@@ -54,16 +56,20 @@ type DevEnv struct {
 	NetBoxURL string
 	// RedisEmbedded is true when the non-durable embedded Redis is in use.
 	RedisEmbedded bool
+	// NATSPortTaken is the port asked for when it was taken and NATS listens on another one
+	// (the port of NATSURL); 0 otherwise.
+	NATSPortTaken int
 	PVE           *simpve.Server
 	NetBox        *simnetbox.Server
 	// Images serves a demo cloud image on loopback for vm.provision's image source.
 	Images DemoImage
 
-	nats   *server.Server
-	redis  *miniredis.Miniredis
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
-	closer []io.Closer
+	nats    *server.Server
+	natsDir string // JetStream's temporary store directory, removed by Close
+	redis   *miniredis.Miniredis
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
+	closer  []io.Closer
 }
 
 // StartDev starts the dev infrastructure. Close stops all of it.
@@ -79,10 +85,15 @@ func StartDev(opts DevOptions) (*DevEnv, error) {
 	if port == 0 {
 		port = DefaultDevNATSPort
 	}
-	if !embedded.PortFree("127.0.0.1", port) {
-		port = -1
+	if port > 0 && !embedded.PortFree("127.0.0.1", port) {
+		env.NATSPortTaken, port = port, -1
 	}
-	ns, err := embedded.StartNATS(embedded.NATSOptions{Port: port})
+	dir, err := os.MkdirTemp("", "proxbus-nats-*")
+	if err != nil {
+		return nil, fmt.Errorf("embedded nats: store dir: %w", err)
+	}
+	env.natsDir = dir
+	ns, err := embedded.StartNATS(embedded.NATSOptions{Port: port, StoreDir: dir})
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +194,7 @@ func (e *DevEnv) ServeConfig() Config {
 	}
 }
 
-// Close stops everything StartDev started.
+// Close stops everything StartDev started and removes JetStream's temporary directory.
 func (e *DevEnv) Close() {
 	for i := len(e.closer) - 1; i >= 0; i-- {
 		_ = e.closer[i].Close()
@@ -198,5 +209,8 @@ func (e *DevEnv) Close() {
 	if e.nats != nil {
 		e.nats.Shutdown()
 		e.nats.WaitForShutdown()
+	}
+	if e.natsDir != "" {
+		_ = os.RemoveAll(e.natsDir)
 	}
 }

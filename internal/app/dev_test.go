@@ -1,0 +1,62 @@
+package app
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"testing"
+)
+
+// TestStartDevNATS pins where the dev NATS listens and keeps its files: on the port asked
+// for when it is free, else on another one with NATSPortTaken naming the one asked for; its
+// store in a new directory of $TMPDIR that Close removes.
+func TestStartDevNATS(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	takenPort := taken.Addr().(*net.TCPAddr).Port
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	freePort := free.Addr().(*net.TCPAddr).Port
+	free.Close()
+	tests := []struct {
+		name      string
+		port      int
+		wantTaken int
+		wantPort  int // 0: any but the one asked for
+	}{
+		{"port taken", takenPort, takenPort, 0},
+		{"port free", freePort, 0, freePort},
+		{"any port", -1, 0, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
+			env, err := StartDev(DevOptions{NATSPort: tt.port})
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, _ := url.Parse(env.NATSURL)
+			if env.NATSPortTaken != tt.wantTaken {
+				t.Errorf("NATSPortTaken = %d, want %d", env.NATSPortTaken, tt.wantTaken)
+			}
+			if got := u.Port(); tt.wantPort != 0 && got != fmt.Sprint(tt.wantPort) || got == fmt.Sprint(takenPort) {
+				t.Errorf("NATS on port %s (asked %d)", got, tt.port)
+			}
+			dirs := func() []string { m, _ := filepath.Glob(filepath.Join(tmp, "proxbus-nats-*")); return m }
+			if len(dirs()) != 1 {
+				t.Errorf("NATS directories while running: %v, want one", dirs())
+			}
+			env.Close()
+			if d := dirs(); len(d) != 0 {
+				t.Errorf("NATS directories left after Close: %v", d)
+			}
+		})
+	}
+}
