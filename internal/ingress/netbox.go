@@ -16,8 +16,9 @@ var ErrNotWebhook = errors.New("ingress: not a NetBox webhook body")
 //   - 4.2, 4.3: event, timestamp, model (bare model name), username, request_id, data,
 //     snapshots;
 //   - 4.4: object_type ("app_label.model") added beside model;
-//   - 4.5, 4.6: model removed; a request object ({id, user, ...}) added beside the deprecated
-//     username and request_id;
+//   - 4.5: model removed;
+//   - 4.6: a request object ({id, method, path, user}) added beside the deprecated username
+//     and request_id;
 //   - 4.7: username and request_id removed (request.id, request.user remain).
 //
 // Events may also be spelled as event types (object_created, ...) by a body template; they
