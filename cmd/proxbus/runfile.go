@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/proxbus/proxbus/internal/app"
 )
 
 // runDirEnv names the directory that holds the run file of `proxbus dev`, instead of the
@@ -170,7 +171,7 @@ func (f *flagSet) natsFromDev(w io.Writer, natsURL, subjectPrefix *string) {
 	if subjectPrefix != nil && r.SubjectPrefix != "" && !f.explicit("subject-prefix") {
 		*subjectPrefix = r.SubjectPrefix
 	}
-	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("using proxbus dev's NATS at %s (from %s)", redactURL(r.NATSURL), path)))
+	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("using proxbus dev's NATS at %s (from %s)", app.RedactURL(r.NATSURL), path)))
 }
 
 // redisFromDev is [flagSet.natsFromDev] for --redis-url and --redis-key-prefix.
@@ -187,13 +188,5 @@ func (f *flagSet) redisFromDev(w io.Writer, redisURL, keyPrefix *string) {
 	if keyPrefix != nil && r.RedisKeyPrefix != "" && !f.explicit("redis-key-prefix") {
 		*keyPrefix = r.RedisKeyPrefix
 	}
-	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("using proxbus dev's Redis at %s, key prefix %q (from %s)", redactURL(r.RedisURL), *keyPrefix, path)))
-}
-
-// redactURL is u with its password, if any, replaced by "xxxxx".
-func redactURL(u string) string {
-	if p, err := url.Parse(u); err == nil {
-		return p.Redacted()
-	}
-	return u
+	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("using proxbus dev's Redis at %s, key prefix %q (from %s)", app.RedactURL(r.RedisURL), *keyPrefix, path)))
 }

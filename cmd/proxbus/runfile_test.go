@@ -470,3 +470,32 @@ func TestRunFileInOpenDirIgnored(t *testing.T) {
 		})
 	}
 }
+
+// TestRunFileNoticeHidesCredentials: the line saying which of dev's URLs a subcommand uses
+// never shows a password or a token in the URL, in either of the forms NATS and Redis take.
+func TestRunFileNoticeHidesCredentials(t *testing.T) {
+	const canary = "run-file-canary-s3cr3t"
+	dir := filepath.Join(t.TempDir(), "run")
+	t.Setenv(runDirEnv, dir)
+	t.Setenv("PROXBUS_NATS_URL", "")
+	t.Setenv("PROXBUS_REDIS_URL", "")
+	run := devRun{PID: os.Getpid(), NATSURL: "nats://" + canary + "@127.0.0.1:4223",
+		RedisURL: "redis://default:" + canary + "@127.0.0.1:6380/0", RedisKeyPrefix: "dev"}
+	if err := writeDevRun(devRunPath(os.Getenv), run); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	f := newFlagSet("test", &out)
+	natsURL, redisURL, prefix := "", "", ""
+	f.natsFromDev(&out, &natsURL, nil)
+	f.redisFromDev(&out, &redisURL, &prefix)
+	if natsURL != run.NATSURL || redisURL != run.RedisURL {
+		t.Fatalf("URLs taken %q, %q; want the run file's", natsURL, redisURL)
+	}
+	if !strings.Contains(out.String(), "using proxbus dev's NATS") || !strings.Contains(out.String(), "using proxbus dev's Redis") {
+		t.Fatalf("notice %q does not say which URLs it used", out.String())
+	}
+	if strings.Contains(out.String(), canary) {
+		t.Errorf("notice shows a credential: %q", out.String())
+	}
+}
