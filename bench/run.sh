@@ -11,6 +11,7 @@ if [[ "${1:-}" == "--short" ]]; then
 	go -C bench run ./timeline -short
 	go -C bench run ./latency -short
 	go -C bench run ./slow -short
+	go -C bench run ./taskpoll -short
 	exit 0
 fi
 out="${1:-bench-results}"

@@ -287,6 +287,20 @@ func TestNATSAccountPermissions(t *testing.T) {
 	}
 	cli.noErrors(t, "cli")
 
+	approver := connect("approver")
+	approval, err := events.EncodeBinary(subjects, events.Command{Verb: "command.approve", ID: "approve-1", Source: "urn:proxbus:cli",
+		Actor: "bob", Data: []byte(`{"command_id":"cli-1","command_source":"urn:proxbus:cli"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := approver.js.PublishMsg(ctx, approval); err != nil {
+		t.Errorf("approver: publish command.approve: %v", err)
+	}
+	if _, err := approver.js.OrderedConsumer(ctx, subjects.EventsStream(), jetstream.OrderedConsumerConfig{FilterSubjects: []string{subjects.Follow("approve-1")}}); err != nil {
+		t.Errorf("approver: follow events: %v", err)
+	}
+	approver.noErrors(t, "approver")
+
 	refusals := []struct {
 		name string
 		u    *natsUser
@@ -305,6 +319,10 @@ func TestNATSAccountPermissions(t *testing.T) {
 			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.CommandsStream(), nil)
 		}},
 		{"proxbus reads commands outside its consumer", svc, func(u *natsUser) error { _, err := u.nc.SubscribeSync(subjects.CommandsFilter()); return err }},
+		{"cli approves a command", cli, func(u *natsUser) error { return u.nc.Publish(subjects.Command("command.approve"), []byte(`{}`)) }},
+		{"producer approves a command", producer, func(u *natsUser) error { return u.nc.Publish(subjects.Command("command.approve"), []byte(`{}`)) }},
+		{"producer rejects a command", producer, func(u *natsUser) error { return u.nc.Publish(subjects.Command("command.reject"), []byte(`{}`)) }},
+		{"approver publishes another command", approver, func(u *natsUser) error { return u.nc.Publish(subjects.Command("vm.start"), []byte(`{}`)) }},
 		{"cli deletes the events stream", cli, func(u *natsUser) error {
 			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.EventsStream(), nil)
 		}},

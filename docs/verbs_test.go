@@ -152,6 +152,15 @@ type verbDoc struct {
 	output                    []string
 }
 
+// endpoint says whether the verb needs an endpoint: every verb but the control verbs
+// (command.approve, command.reject), which act on another command.
+func (v verbDoc) endpoint() string {
+	if v.access == "control" {
+		return "not needed"
+	}
+	return "required"
+}
+
 // verbField is one row of a verb's data table.
 type verbField struct {
 	path, typ, need, constraint, notes string
@@ -176,12 +185,14 @@ Every verb's data: the JSON object a command carries (the binary body, the struc
 [asyncapi.yaml](asyncapi.yaml), which ` + "`go test ./docs/`" + ` checks against the code; the result
 codes, steps and events are there.
 
-- **Endpoint.** Every verb needs one: the command's ` + "`endpointid`" + ` (` + "`ce-endpointid`" + `, ` + "`proxbus send --endpoint N`" + `)
+- **Endpoint.** Every verb but the control verbs (` + "`command.approve`" + `, ` + "`command.reject`" + `, which
+  decide on another command) needs one: the command's ` + "`endpointid`" + ` (` + "`ce-endpointid`" + `, ` + "`proxbus send --endpoint N`" + `)
   names the NetBox ProxmoxEndpoint and the endpoints file's entry. Without it a command is refused 403
   ` + "`endpoint_id_required`" + `; one that NetBox or the endpoints file does not know, 403 ` + "`endpoint_not_found`" + `.
 - **Read or write.** A write verb also needs the endpoint's ` + "`allow_writes: true`" + ` in NetBox and not
   ` + "`read_only`" + ` in the endpoints file (else 403 ` + "`endpoint_writes_disabled`" + `); it is journaled and made
-  idempotent. A read skips that check, the Idempotency-Key window and the journal.
+  idempotent. A read skips that check, the Idempotency-Key window and the journal. A control verb
+  skips the gate too; its outcome is kept so that a duplicate gets the same answer.
 - **Fields.** A field not listed, a missing required one, or a value of the wrong type or outside
   its constraint is refused 422 ` + "`invalid_body`" + ` with the names of the fields concerned, never their
   values. A nested field's "required" and default apply when its parent is given. A secret field is
@@ -191,11 +202,11 @@ codes, steps and events are there.
 |---|---|---|---|
 `)
 	for _, v := range verbs {
-		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | required | %s |\n", v.name, anchor(v.name), v.access, cell(v.description))
+		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s | %s |\n", v.name, anchor(v.name), v.access, v.endpoint(), cell(v.description))
 	}
 	for _, v := range verbs {
 		fmt.Fprintf(&b, "\n## `%s`\n\n%s\n\n", v.name, v.description)
-		fmt.Fprintf(&b, "- access: %s\n- endpoint: required\n", v.access)
+		fmt.Fprintf(&b, "- access: %s\n- endpoint: %s\n", v.access, v.endpoint())
 		if len(v.steps) > 0 {
 			fmt.Fprintf(&b, "- steps: %s\n", codeList(v.steps))
 		} else {
@@ -248,7 +259,7 @@ func (d orderedDoc) verb(v handlers.Verb) verbDoc {
 		out.access = ystr(yget(op.Value, "x-proxbus-access"))
 		out.steps = ystrs(yget(op.Value, "x-proxbus-steps"))
 	}
-	want := map[handlers.Access]string{handlers.Read: "read", handlers.Write: "write"}[v.VerbAccess()]
+	want := map[handlers.Access]string{handlers.Read: "read", handlers.Write: "write", handlers.Control: "control"}[v.VerbAccess()]
 	if !found || out.access != want {
 		t.Errorf("asyncapi.yaml: the operation of channel %s has x-proxbus-access %q, the code says %q", channel, out.access, want)
 	}

@@ -115,7 +115,7 @@ func TestIngressProxboxFront(t *testing.T) {
 	headers := map[string]string{ingress.IdempotencyKeyHeader: "front-k1", ingress.ActorHeader: "alice@netbox"}
 
 	status, res := post("1", pbs("ingpbs"), headers)
-	if status != 201 || res.Result != "created" || !res.JournalFinalized || res.Replayed {
+	if status != 201 || res.Result != "created" || !res.Finalized() || res.Replayed {
 		t.Fatalf("create: %d %+v", status, res)
 	}
 	var entry string
@@ -156,7 +156,7 @@ func TestIngressProxboxFront(t *testing.T) {
 				tc.setup()
 			}
 			status, res := post(tc.endpoint, tc.data, nil)
-			if status != tc.wantStatus || res.JournalFinalized != tc.wantFinalized || (tc.wantReason != "" && res.Reason != tc.wantReason) {
+			if status != tc.wantStatus || res.Finalized() != tc.wantFinalized || (tc.wantReason != "" && res.Reason != tc.wantReason) {
 				t.Errorf("got %d %+v", status, res)
 			}
 			if tc.name == "conflict" && !slices.Contains(res.Fields, "datastore") {

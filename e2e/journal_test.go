@@ -18,7 +18,7 @@ func TestJournalPatchRetried(t *testing.T) {
 	e.start()
 	e.netbox.FailPatches(2, 503)
 	res := e.send(e.command(pbs("pbs-j2")))
-	if res.Status != 201 || !res.JournalFinalized || res.Reason != "" {
+	if res.Status != 201 || !res.Finalized() || res.Reason != "" {
 		t.Fatalf("result %+v", res)
 	}
 	entries := e.netbox.JournalEntries()
@@ -38,7 +38,7 @@ func TestJournalFinalizationFailsThenRepairedByReplay(t *testing.T) {
 	first := e.command(pbs("pbs-j3"))
 	first.IdempotencyKey = "j3"
 	res := e.send(first)
-	if res.Status != 502 || res.Result != "created" || res.JournalFinalized || res.Reason != "netbox_journal_finalization_failed" || res.JournalEntryURL == "" {
+	if res.Status != 502 || res.Result != "created" || !res.JournalPending() || res.Reason != "netbox_journal_finalization_failed" || res.JournalEntryURL == "" {
 		t.Fatalf("first result %+v", res)
 	}
 	entries := e.netbox.JournalEntries()
@@ -49,7 +49,7 @@ func TestJournalFinalizationFailsThenRepairedByReplay(t *testing.T) {
 	replay := e.command(pbs("pbs-j3"))
 	replay.IdempotencyKey = "j3"
 	r2 := e.send(replay)
-	if !r2.Replayed || !r2.JournalFinalized || r2.Status != 201 || r2.Result != "created" {
+	if !r2.Replayed || !r2.Finalized() || r2.Status != 201 || r2.Result != "created" {
 		t.Fatalf("replay result %+v", r2)
 	}
 	entries = e.netbox.JournalEntries()
@@ -78,7 +78,7 @@ func TestJournalRepairedByRepairer(t *testing.T) {
 	e.start(func(c *app.Config) { c.Repair.Interval = 100 * time.Millisecond })
 	e.netbox.FailPatches(4, 503) // three in the pipeline, one for the repairer's first try
 	cmd := e.command(pbs("pbs-j4"))
-	if res := e.send(cmd); res.JournalFinalized {
+	if res := e.send(cmd); !res.JournalPending() {
 		t.Fatalf("expected an unfinalized journal: %+v", res)
 	}
 	var ev events.JournalRepaired
@@ -115,7 +115,7 @@ func TestJournalWriteAheadUnavailable(t *testing.T) {
 		t.Fatalf("answered while NetBox was down: %+v", res)
 	}
 	e.netbox.SetDown(false)
-	if res := e.result(cmd); res.Status != 201 || !res.JournalFinalized {
+	if res := e.result(cmd); res.Status != 201 || !res.Finalized() {
 		t.Fatalf("after NetBox came back: %d %s %s", res.Status, res.Result, res.Reason)
 	}
 	if n := e.pve.Requests("POST", "/storage"); n != 2 {

@@ -2,7 +2,6 @@ package e2e_test
 
 import (
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -161,38 +160,6 @@ func TestMetricsAfterACommand(t *testing.T) {
 	}
 	if strings.Contains(text, cmd.ID) {
 		t.Error("/metrics contains a command id")
-	}
-}
-
-// TestReadyzRedisDown: with Redis unreachable the replica still fetches commands, but
-// /readyz answers 503 naming redis.
-func TestReadyzRedisDown(t *testing.T) {
-	e := newEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedRedis := "redis://" + ln.Addr().String() + "/0"
-	_ = ln.Close()
-	withH, base := withHTTP(t)
-	e.start(withH, tracingOff, func(c *app.Config) { c.RedisURL = closedRedis })
-
-	code, body := httpGet(t, base+app.PathReadyz)
-	if code != http.StatusServiceUnavailable {
-		t.Fatalf("readyz %d %s, want 503", code, body)
-	}
-	var got struct {
-		Ready bool     `json:"ready"`
-		Down  []string `json:"down"`
-	}
-	if err := json.Unmarshal([]byte(body), &got); err != nil {
-		t.Fatalf("readyz body %q: %v", body, err)
-	}
-	if got.Ready || len(got.Down) != 1 || got.Down[0] != "redis" {
-		t.Errorf("readyz body %+v, want redis down only", got)
-	}
-	if code, _ := httpGet(t, base+app.PathHealthz); code != http.StatusOK {
-		t.Errorf("healthz %d while redis is down", code)
 	}
 }
 

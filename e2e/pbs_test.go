@@ -140,8 +140,8 @@ func TestInvalidBodies(t *testing.T) {
 			if last.Kind != "warning" || !strings.Contains(last.Comments, "command_id: "+cmd.ID) || !strings.Contains(last.Comments, "invalid_body") {
 				t.Errorf("journal entry kind %q comments %q", last.Kind, last.Comments)
 			}
-			if !res.JournalFinalized || res.JournalEntryURL == "" {
-				t.Errorf("journal_finalized %v url %q", res.JournalFinalized, res.JournalEntryURL)
+			if !res.Finalized() || res.JournalEntryURL == "" {
+				t.Errorf("journal_finalized %v url %q", res.Finalized(), res.JournalEntryURL)
 			}
 		})
 	}
@@ -159,7 +159,7 @@ func TestCreated(t *testing.T) {
 	e.start()
 	cmd := e.command(pbs("pbs-new", "namespace", `"prod/vm"`, "nodes", `["pve1","pve2"]`, "port", "8008"))
 	res := e.send(cmd)
-	if res.Status != 201 || res.Result != "created" || !res.JournalFinalized || res.Replayed {
+	if res.Status != 201 || res.Result != "created" || !res.Finalized() || res.Replayed {
 		t.Fatalf("result %+v", res)
 	}
 	if res.EndpointID == nil || *res.EndpointID != 1 || res.CommandID != cmd.ID || res.CommandSource != cmd.Source {

@@ -184,7 +184,7 @@ func TestUpstreamOutagesRetried(t *testing.T) {
 			tt.down(e, false)
 
 			r := e.result(cmd)
-			if r.Status != 201 || r.Result != "created" || !r.JournalFinalized {
+			if r.Status != 201 || r.Result != "created" || !r.Finalized() {
 				t.Fatalf("after the outage: %+v", r)
 			}
 			steps := e.steps(cmd)

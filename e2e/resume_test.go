@@ -32,8 +32,8 @@ func TestResumeAfterCrashUsesTheJournal(t *testing.T) {
 			time.Sleep(300 * time.Millisecond) // the dead replica's lease runs out
 			e.start()
 			res := e.send(cmd)
-			if res.Status != tc.wantStatus || res.Reason != tc.wantReason || !res.JournalFinalized {
-				t.Fatalf("got %d %s %q (finalized %v), want %d %q", res.Status, res.Result, res.Reason, res.JournalFinalized, tc.wantStatus, tc.wantReason)
+			if res.Status != tc.wantStatus || res.Reason != tc.wantReason || !res.Finalized() {
+				t.Fatalf("got %d %s %q (finalized %v), want %d %q", res.Status, res.Result, res.Reason, res.Finalized(), tc.wantStatus, tc.wantReason)
 			}
 			if n := e.pve.Requests("POST", "/storage"); n != tc.wantPOSTs {
 				t.Errorf("POSTs = %d, want %d", n, tc.wantPOSTs)

@@ -38,6 +38,11 @@ type Command struct {
 	Verb string
 	// Time is the CloudEvents time in UTC; zero when absent.
 	Time time.Time
+	// Expires is the expires extension in UTC: the command must not start after it (contract
+	// §4 step 0); zero when absent.
+	Expires time.Time
+	// DryRun is the dryrun extension: plan the command, write nothing (contract §4a).
+	DryRun bool
 	// Subject is the CloudEvents `subject` attribute, not the NATS subject.
 	Subject string
 	// EndpointID is the endpointid extension, a positive integer; it is valid only when

@@ -28,7 +28,8 @@ import (
 // not a command subject of s; specversion is not "1.0"; id is missing, has control characters
 // or surrounding whitespace; source is missing or not a URI-reference in canonical form (as
 // url.URL.String writes it, so both modes accept the same sources); type is missing or not
-// TypePrefix+verb; time is not RFC 3339; endpointid is present but not a positive integer (a
+// TypePrefix+verb; time or expires is not RFC 3339; dryrun is not true or false (a JSON
+// boolean or the string, in structured mode); endpointid is present but not a positive integer (a
 // JSON number within the CloudEvents Integer range or a decimal string in structured mode, a
 // decimal string in binary mode); idempotencykey is not 1–255 printable ASCII characters;
 // subject or actor is not a string; an attribute header is repeated or not percent-encoded

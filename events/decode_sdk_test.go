@@ -59,6 +59,7 @@ func TestDecodeSDKMessages(t *testing.T) {
 	full := base
 	full.Time, full.Subject, full.EndpointID, full.HasEndpointID = at, "vm 100", 7, true
 	full.IdempotencyKey, full.Actor, full.TraceParent = "key-1 x", "José Ortiz", testTraceParent
+	full.Expires, full.DryRun = at.Add(15*time.Minute), true
 
 	tests := []struct {
 		name   string
@@ -77,6 +78,8 @@ func TestDecodeSDKMessages(t *testing.T) {
 				ev.SetExtension(AttrIdempotencyKey, "key-1 x")
 				ev.SetExtension(AttrActor, "José Ortiz")
 				ev.SetExtension(AttrTraceParent, testTraceParent)
+				ev.SetExtension(AttrExpires, at.Add(15*time.Minute))
+				ev.SetExtension(AttrDryRun, true)
 			},
 			want: full,
 		},

@@ -29,6 +29,13 @@ func readStructured(body []byte) envelope {
 			continue
 		}
 		switch name {
+		case AttrDryRun:
+			var b bool
+			if json.Unmarshal(v, &b) == nil {
+				env.set(i, map[bool]string{true: "true", false: "false"}[b])
+			} else {
+				env.bad[i] = reasonDryRun
+			}
 		case AttrEndpointID:
 			if digits, ok := int32Number(v); ok {
 				env.set(i, digits)
@@ -45,6 +52,8 @@ func readStructured(body []byte) envelope {
 			env.bad[i] = reasonType
 		case AttrTime:
 			env.bad[i] = reasonTime
+		case AttrExpires:
+			env.bad[i] = reasonExpires
 		case AttrIdempotencyKey:
 			env.bad[i] = reasonIdempotencyKey
 		case AttrDataContentType:

@@ -19,7 +19,7 @@ func TestDecodeValid(t *testing.T) {
 		ID: "cmd-1", Source: "/netbox/webhook/7", Type: "proxbus.vm.start", Verb: "vm.start",
 		Time: at, Subject: "vm 100", EndpointID: 7, HasEndpointID: true,
 		IdempotencyKey: "key-1 x", Actor: `José "JJ" Ortiz`, TraceParent: testTraceParent,
-		Data: json.RawMessage(`{"vm":"web1"}`),
+		Expires: at.Add(15 * time.Minute), DryRun: true, Data: json.RawMessage(`{"vm":"web1"}`),
 	}
 	tests := []struct {
 		name string
@@ -42,6 +42,8 @@ func TestDecodeValid(t *testing.T) {
 					h["ce-idempotencykey"] = []string{"key-1%20x"}
 					h["ce-actor"] = []string{"Jos%C3%A9%20%22JJ%22%20Ortiz"}
 					h["ce-traceparent"] = []string{testTraceParent}
+					h["CE-Expires"] = []string{"2026-11-29T18:15:00.123%2B01:00"}
+					h["ce-dryrun"] = []string{"true"}
 					h["ce-unknownext"] = []string{"%zz ignored"}
 				})
 			},
@@ -80,6 +82,8 @@ func TestDecodeValid(t *testing.T) {
 					ev["idempotencykey"] = "key-1 x"
 					ev["actor"] = `José "JJ" Ortiz`
 					ev["traceparent"] = testTraceParent
+					ev["expires"] = "2026-11-29T17:15:00.123Z"
+					ev["dryrun"] = true
 					ev["datacontenttype"] = "application/json; charset=utf-8"
 					ev["otherext"] = "ignored"
 				})
@@ -181,6 +185,10 @@ func TestDecodePoison(t *testing.T) {
 		{"type without proxbus prefix", str(put("type", "vm.start")), reasonTypeMismatch, id, src, verb},
 		{"binary time not RFC 3339", bin(set("ce-time", "yesterday")), reasonTime, id, src, verb},
 		{"structured time without zone", str(put("time", "2026-11-29T10:00:00")), reasonTime, id, src, verb},
+		{"binary expires not RFC 3339", bin(set("ce-expires", "in 10 minutes")), reasonExpires, id, src, verb},
+		{"structured expires a number", str(put("expires", 600)), reasonExpires, id, src, verb},
+		{"binary dryrun yes", bin(set("ce-dryrun", "yes")), reasonDryRun, id, src, verb},
+		{"structured dryrun a number", str(put("dryrun", 1)), reasonDryRun, id, src, verb},
 		{"endpointid zero", bin(set("ce-endpointid", "0")), reasonEndpointID, id, src, verb},
 		{"endpointid negative", bin(set("ce-endpointid", "-1")), reasonEndpointID, id, src, verb},
 		{"endpointid not a number", bin(set("ce-endpointid", "abc")), reasonEndpointID, id, src, verb},

@@ -45,4 +45,6 @@ const (
 	AttrIdempotencyKey  = "idempotencykey"
 	AttrActor           = "actor"
 	AttrTraceParent     = "traceparent"
+	AttrExpires         = "expires"
+	AttrDryRun          = "dryrun"
 )

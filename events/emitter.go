@@ -19,6 +19,10 @@ type Origin struct {
 	// TraceParent, when a well-formed W3C traceparent, is carried into every event as the
 	// traceparent extension; anything else is dropped.
 	TraceParent string
+	// Delivery is the commands-stream sequence of the message the event answers (0 unknown):
+	// a replayed result is identified by it, so each duplicate of a command gets its replay
+	// while a redelivery of one message publishes it once.
+	Delivery uint64
 }
 
 // OriginOf returns the origin of a decoded command.
@@ -69,7 +73,9 @@ func (JournalRepaired) payload() {}
 //   - a Step: event "<command id>.step.<seq>" of type proxbus.<verb>.step on Step(ref),
 //     timed st.At (now when zero);
 //   - a Result: event "<command id>.result" of type proxbus.<verb>.result on Result(ref),
-//     timed now, its Output redacted when it names a secret;
+//     timed now, its Output redacted when it names a secret; a replay (Replayed) is event
+//     "<command id>.result.replay.<o.Delivery>", so the stream's duplicate window, which
+//     drops a republished first-hand result, keeps each duplicate's replay;
 //   - a JournalRepaired: event "<command id>.journal.repaired" of type
 //     proxbus.journal.repaired on Journal(ref), timed now.
 //
@@ -112,7 +118,11 @@ func (e Emitter) result(o Origin, r Result) (Payload, *nats.Msg, error) {
 			r.Output = redact.JSON(r.Output)
 		}
 	}
-	msg, err := e.build(o, o.ID+".result", TypePrefix+verbOrUnknown(o.Verb)+".result", e.Subjects.Result(Ref(o.Source, o.ID)), e.now(), r)
+	id := o.ID + ".result"
+	if r.Replayed {
+		id += ".replay." + strconv.FormatUint(o.Delivery, 10)
+	}
+	msg, err := e.build(o, id, TypePrefix+verbOrUnknown(o.Verb)+".result", e.Subjects.Result(Ref(o.Source, o.ID)), e.now(), r)
 	return r, msg, err
 }
 

@@ -25,7 +25,7 @@ func BenchmarkEmit(b *testing.B) {
 		b.ReportAllocs()
 		out := json.RawMessage(`{"storage":"brun1-42","type":"pbs","nodes":["pve1","pve2"]}`)
 		for b.Loop() {
-			if _, _, err := em.Event(o, Result{Status: 201, Result: "created", Output: out, JournalFinalized: true}); err != nil {
+			if _, _, err := em.Event(o, Result{Status: 201, Result: "created", Output: out, JournalFinalized: new(true)}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -47,6 +47,11 @@ func TestEmitterEvents(t *testing.T) {
 		{"result", func() (*nats.Msg, error) {
 			return msgOf(e, simple, Result{Status: 200, Result: "ok"})
 		}, "cmd-1.result", "proxbus.vm.start.result", "proxbus.evt.cmd-1.result", testTraceParent, fixedNow},
+		{"replayed result, one per duplicate delivered", func() (*nats.Msg, error) {
+			o := simple
+			o.Delivery = 42
+			return msgOf(e, o, Result{Status: 200, Result: "ok", Replayed: true})
+		}, "cmd-1.result.replay.42", "proxbus.vm.start.result", "proxbus.evt.cmd-1.result", testTraceParent, fixedNow},
 		{"result hashed ref", func() (*nats.Msg, error) {
 			return msgOf(e, hashed, Result{Status: 200, Result: "ok"})
 		}, "a/b.result", "proxbus.vm.start.result", "proxbus.evt." + Ref("urn:proxbus:cli", "a/b") + ".result", "", fixedNow},
@@ -135,13 +140,15 @@ func TestResultJSON(t *testing.T) {
 		keys []string
 	}{
 		{"minimal", Result{Status: 200, Result: "ok"},
-			[]string{"command_id", "command_source", "journal_finalized", "replayed", "result", "status", "verb"}},
+			[]string{"command_id", "command_source", "replayed", "result", "status", "verb"}},
 		{"every field", Result{
 			EndpointID: &ep, Status: 409, Result: "failed", Reason: "storage_conflict", Detail: "d",
-			Fields: []string{"port"}, ProxmoxStatus: 400, JournalEntryURL: "http://nb/j/1/", JournalFinalized: true,
+			Fields: []string{"port"}, ProxmoxStatus: 400, JournalEntryURL: "http://nb/j/1/", JournalFinalized: new(true),
 			Replayed: true, IdempotencyKey: "k", Output: json.RawMessage(`{"a":1}`),
 		}, []string{"command_id", "command_source", "detail", "endpoint_id", "fields", "idempotency_key", "journal_entry_url",
 			"journal_finalized", "output", "proxmox_status", "reason", "replayed", "result", "status", "verb"}},
+		{"journal entry still pending", Result{Status: 502, Result: "created", JournalEntryURL: "http://nb/j/1/", JournalFinalized: new(false)},
+			[]string{"command_id", "command_source", "journal_entry_url", "journal_finalized", "replayed", "result", "status", "verb"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +180,7 @@ func TestResultJSON(t *testing.T) {
 			if err := json.Unmarshal(r.Data, &back); err != nil {
 				t.Fatal(err)
 			}
-			if back.Status != tc.r.Status || back.Replayed != tc.r.Replayed || back.JournalFinalized != tc.r.JournalFinalized {
+			if back.Status != tc.r.Status || back.Replayed != tc.r.Replayed || back.Finalized() != tc.r.Finalized() || (back.JournalFinalized == nil) != (tc.r.JournalFinalized == nil) {
 				t.Errorf("result round trip = %+v", back)
 			}
 		})
@@ -298,7 +305,7 @@ func TestModeString(t *testing.T) {
 			t.Errorf("%d.String() = %q, want %q", m, m.String(), want)
 		}
 	}
-	if OriginOf(Command{ID: "i", Source: "s", Verb: "v", TraceParent: "t"}) != (Origin{"i", "s", "v", "t"}) {
+	if OriginOf(Command{ID: "i", Source: "s", Verb: "v", TraceParent: "t"}) != (Origin{ID: "i", Source: "s", Verb: "v", TraceParent: "t"}) {
 		t.Error("OriginOf does not copy the command's identity")
 	}
 }

@@ -35,6 +35,12 @@ func EncodeBinary(s Subjects, c Command) (*nats.Msg, error) {
 	if !c.Time.IsZero() {
 		set(AttrTime, formatTime(c.Time))
 	}
+	if !c.Expires.IsZero() {
+		set(AttrExpires, formatTime(c.Expires))
+	}
+	if c.DryRun {
+		set(AttrDryRun, "true")
+	}
 	if c.Subject != "" {
 		set(AttrSubject, c.Subject)
 	}
@@ -72,6 +78,12 @@ func EncodeStructured(s Subjects, c Command) (*nats.Msg, error) {
 	ev.SetType(c.Type)
 	if !c.Time.IsZero() {
 		ev.SetTime(c.Time.UTC())
+	}
+	if !c.Expires.IsZero() {
+		ev.SetExtension(AttrExpires, formatTime(c.Expires))
+	}
+	if c.DryRun {
+		ev.SetExtension(AttrDryRun, true)
 	}
 	if c.Subject != "" {
 		ev.SetSubject(c.Subject)

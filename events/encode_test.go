@@ -19,7 +19,8 @@ func roundTripCommands() map[string]Command {
 			ID: "cmd-1", Source: "/netbox/webhook/7", Verb: "storage.pbs.create",
 			Time: time.Date(2026, 11, 29, 17, 0, 0, 5, time.UTC), Subject: `pbs "backup" é`,
 			EndpointID: 7, HasEndpointID: true, IdempotencyKey: `k 100% "x"`, Actor: "Zoë\tadmin",
-			TraceParent: testTraceParent, Data: json.RawMessage(`{"storage":"pbs1","port":8007}`),
+			TraceParent: testTraceParent, Expires: time.Date(2026, 11, 29, 17, 15, 0, 0, time.UTC), DryRun: true,
+			Data: json.RawMessage(`{"storage":"pbs1","port":8007}`),
 		},
 		"minimal": {ID: "x", Source: "urn:proxbus:cli", Verb: "vm.list"},
 		"hashed id and big endpoint": {

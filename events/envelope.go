@@ -18,6 +18,8 @@ const (
 	attrIdempotencyKey
 	attrActor
 	attrTraceParent
+	attrExpires
+	attrDryRun
 	numAttrs
 )
 
@@ -27,7 +29,7 @@ var knownAttrs = [numAttrs]string{
 	attrSpecVersion: AttrSpecVersion, attrID: AttrID, attrSource: AttrSource, attrType: AttrType,
 	attrTime: AttrTime, attrSubject: AttrSubject, attrDataContentType: AttrDataContentType,
 	attrEndpointID: AttrEndpointID, attrIdempotencyKey: AttrIdempotencyKey, attrActor: AttrActor,
-	attrTraceParent: AttrTraceParent,
+	attrTraceParent: AttrTraceParent, attrExpires: AttrExpires, attrDryRun: AttrDryRun,
 }
 
 // attrIndex returns the index of the known attribute named name, or -1. The name is matched
@@ -111,6 +113,25 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 	if reason = e.optional(attrIdempotencyKey, reasonIdempotencyKey, func(v string) bool {
 		c.IdempotencyKey = v
 		return validIdempotencyKey(v)
+	}); reason != "" {
+		return c, reason
+	}
+	if reason = e.optional(attrExpires, reasonExpires, func(v string) bool {
+		t, ok := parseTime(v)
+		c.Expires = t
+		return ok
+	}); reason != "" {
+		return c, reason
+	}
+	if reason = e.optional(attrDryRun, reasonDryRun, func(v string) bool {
+		switch v {
+		case "true":
+			c.DryRun = true
+		case "false":
+		default:
+			return false
+		}
+		return true
 	}); reason != "" {
 		return c, reason
 	}

@@ -36,6 +36,9 @@ type Step struct {
 	// Detail is what the step says (for StepWaiting, what the command waits for), secrets
 	// redacted.
 	Detail string `json:"detail,omitempty"`
+	// Progress, on a StepRunning step of a long Proxmox task, is how far the task is, as
+	// read from its log; nil when the log gives none.
+	Progress *Progress `json:"progress,omitempty"`
 	// Attempt counts the command's attempts, 1 first; only a failed attempt starts another
 	// (waiting spends none).
 	Attempt int `json:"attempt"`
@@ -43,9 +46,23 @@ type Step struct {
 	At time.Time `json:"at"`
 }
 
+// Progress is how far a long Proxmox task is (contract §3): Done of Total, both counted in
+// Unit, ProgressBytes or ProgressPercent (Total 100). Done never exceeds Total.
+type Progress struct {
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+	Unit  string `json:"unit"`
+}
+
+// Units of a [Progress].
+const (
+	ProgressBytes   = "bytes"
+	ProgressPercent = "percent"
+)
+
 // Result is the data of a command's one result event (type proxbus.<verb>.result).
-// JournalFinalized and Replayed are always present in the JSON, the optional fields only when
-// set.
+// Replayed is always present in the JSON, the optional fields only when set; journal_finalized
+// only when a journal entry was written for the command (contract §3).
 type Result struct {
 	// CommandID, CommandSource and Verb identify the command.
 	CommandID     string `json:"command_id"`
@@ -64,10 +81,10 @@ type Result struct {
 	Fields []string `json:"fields,omitempty"`
 	// ProxmoxStatus is Proxmox's HTTP status when Proxmox refused the command.
 	ProxmoxStatus int `json:"proxmox_status,omitempty"`
-	// JournalEntryURL is the command's NetBox journal entry; JournalFinalized says whether
-	// its terminal update has been applied.
+	// JournalEntryURL is the command's NetBox journal entry; JournalFinalized, set exactly
+	// when there is one, says whether its terminal update has been applied.
 	JournalEntryURL  string `json:"journal_entry_url,omitempty"`
-	JournalFinalized bool   `json:"journal_finalized"`
+	JournalFinalized *bool  `json:"journal_finalized,omitempty"`
 	// Replayed says whether the command's result had already been published and this one
 	// repeats it.
 	Replayed bool `json:"replayed"`
@@ -76,6 +93,14 @@ type Result struct {
 	// Output is the verb's own JSON payload; secret-named members are redacted by the Emitter.
 	Output json.RawMessage `json:"output,omitempty"`
 }
+
+// Finalized reports whether the command has a journal entry whose terminal update has been
+// applied.
+func (r Result) Finalized() bool { return r.JournalFinalized != nil && *r.JournalFinalized }
+
+// JournalPending reports whether the command has a journal entry still waiting for its
+// terminal update (journal_finalized: false).
+func (r Result) JournalPending() bool { return r.JournalFinalized != nil && !*r.JournalFinalized }
 
 // JournalRepaired is the data of a journal event (type proxbus.journal.repaired): a terminal
 // journal update that failed earlier has now been applied.

@@ -46,6 +46,8 @@ const (
 	reasonType            = "type missing"
 	reasonTypeMismatch    = "type does not match the subject's verb"
 	reasonTime            = "time is not RFC 3339"
+	reasonExpires         = "expires is not RFC 3339"
+	reasonDryRun          = "dryrun is not true or false"
 	reasonEndpointID      = "endpointid is not a positive integer"
 	reasonIdempotencyKey  = "idempotencykey is not 1-255 printable ASCII characters"
 	reasonContentType     = "content type is not application/json"

@@ -7,10 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/store"
 )
 
 // cmdJournal lists the terminal journal updates still waiting to be applied (contract §6):
@@ -35,16 +32,11 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 
 	fs.redisFromDev(stderr, redisURL, prefix)
-	opts, err := redis.ParseURL(*redisURL)
-	if err != nil {
-		return fmt.Errorf("%w: --redis-url: %v", errUsage, err)
-	}
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	st, err := store.New(rdb, store.Options{Prefix: *prefix})
+	st, closeStore, err := openStore(*redisURL, *prefix)
 	if err != nil {
 		return err
 	}
+	defer closeStore()
 	repairs, err := st.PendingRepairs(ctx)
 	if err != nil {
 		return err

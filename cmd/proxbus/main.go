@@ -27,10 +27,15 @@ const usage = `proxbus — drive Proxmox VE through NATS JetStream
 Usage:
   proxbus serve [flags]                 run the processor
   proxbus dev [--demo] [--redis-url U]  everything on embedded defaults (NATS, store, simulators)
-  proxbus send <verb> [--endpoint N] [--data JSON|@file] [--idempotency-key K] [--id ID] [--no-wait]
+  proxbus send <verb> [--endpoint N] [--data JSON|@file|@-] [--idempotency-key K] [--id ID]
+               [--expires D|T] [--no-wait]
                                         publish a command, show each step with its duration, print the result
   proxbus events [--id ID [--follow]] [--all]
                                         tail events; with --id, until the command's result
+  proxbus cancel ID [--source S]        cancel a command that has not started (410 command_cancelled)
+  proxbus approve|reject ID --actor NAME [--source S]
+                                        decide on a command awaiting approval (a second person)
+  proxbus pending                       commands awaiting approval
   proxbus dlq list|show SEQ|replay SEQ|purge [--before T] [--yes]
                                         inspect, re-inject and purge dead letters
   proxbus journal pending               list journal updates waiting for NetBox
@@ -40,7 +45,8 @@ Usage:
   proxbus completion bash|zsh|fish      print a shell completion script
   proxbus version
 
-send, events, dlq list|show|replay|purge, journal pending and version take --output text|json
+send, events, approve, reject, pending, dlq list|show|replay|purge, journal pending and version
+take --output text|json
 ($PROXBUS_OUTPUT, default text): human lines, or the raw documents as JSON (one per line).
 Every flag has a PROXBUS_* environment variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
 While 'proxbus dev' runs, the others use its NATS and Redis unless given --nats-url or
@@ -72,9 +78,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "dev":
 		err = cmdDev(ctx, args[1:], stdout, stderr)
 	case "send":
-		return cmdSend(ctx, args[1:], stdout, stderr)
+		return cmdSend(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, args[1:], stdout, stderr)
+	case "cancel":
+		err = cmdCancel(ctx, args[1:], stdout, stderr)
+	case "approve":
+		err = cmdDecide(ctx, "command.approve", args[1:], stdout, stderr)
+	case "reject":
+		err = cmdDecide(ctx, "command.reject", args[1:], stdout, stderr)
+	case "pending":
+		err = cmdPending(ctx, args[1:], stdout, stderr)
 	case "dlq":
 		err = cmdDLQ(ctx, args[1:], stdout, stderr)
 	case "journal":

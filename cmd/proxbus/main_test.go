@@ -37,14 +37,33 @@ func pbsJSON(storage string) string {
 // devEnv starts the dev infrastructure and a serving proxbus for CLI tests.
 func devEnv(t *testing.T) *app.DevEnv {
 	t.Helper()
+	env, r := devInfra(t)
+	serveDev(t, env, r.Prefix)
+	return env
+}
+
+// devInfra starts the dev infrastructure (NATS, simulators) on a test Redis, without a
+// processor.
+func devInfra(t *testing.T) (*app.DevEnv, *testenv.Redis) {
+	t.Helper()
 	r := testenv.StartRedis(t)
 	env, err := app.StartDev(app.DevOptions{RedisURL: r.URL, NATSPort: -1})
 	if err != nil {
 		t.Fatalf("dev env: %v", err)
 	}
 	t.Cleanup(env.Close)
+	return env, r
+}
+
+// serveDev runs a proxbus processor on env, with Redis key prefix, until the test ends;
+// tunes change its configuration first.
+func serveDev(t *testing.T, env *app.DevEnv, prefix string, tunes ...func(*app.Config)) {
+	t.Helper()
 	cfg := env.ServeConfig()
-	cfg.Store.Prefix = r.Prefix
+	cfg.Store.Prefix = prefix
+	for _, tune := range tunes {
+		tune(&cfg)
+	}
 	ready := make(chan struct{})
 	var once sync.Once
 	cfg.OnReady = func() { once.Do(func() { close(ready) }) }
@@ -59,7 +78,6 @@ func devEnv(t *testing.T) *app.DevEnv {
 	case <-time.After(20 * time.Second):
 		t.Fatal("serve not ready")
 	}
-	return env
 }
 
 func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
@@ -320,7 +338,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	if err != nil || !signalled {
 		t.Fatalf("send: %v (signalled %v)\n%s", err, signalled, logs.String())
 	}
-	if res.Status != 201 || !res.JournalFinalized {
+	if res.Status != 201 || !res.Finalized() {
 		t.Errorf("result %+v", res)
 	}
 	if err := cmd.Wait(); err != nil {

@@ -29,10 +29,11 @@ type progress struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	started map[string]time.Time // running steps by name: when they started
-	order   []string             // running step names, oldest first
-	begun   time.Time            // when following began (for the "waiting" spinner)
-	drawn   bool                 // the spinner line is on screen
+	started map[string]time.Time       // running steps by name: when they started
+	amounts map[string]events.Progress // running steps' latest progress, by name
+	order   []string                   // running step names, oldest first
+	begun   time.Time                  // when following began (for the "waiting" spinner)
+	drawn   bool                       // the spinner line is on screen
 	frame   int
 
 	stop      chan struct{} // closed by Close; nil without a spinner
@@ -43,7 +44,7 @@ type progress struct {
 // newProgress returns a progress writer on w; spinner says whether w is a terminal, where a
 // spinner goroutine is started at once (~100 ms ticks) until Close.
 func newProgress(w io.Writer, spinner bool) *progress {
-	p := &progress{w: w, now: time.Now, started: map[string]time.Time{}}
+	p := &progress{w: w, now: time.Now, started: map[string]time.Time{}, amounts: map[string]events.Progress{}}
 	p.begun = p.now()
 	if spinner {
 		p.stop, p.done = make(chan struct{}), make(chan struct{})
@@ -76,7 +77,11 @@ func (p *progress) drawSpinner() {
 		since = p.started[label]
 	}
 	p.frame = (p.frame + 1) % len(spinnerFrames)
-	fmt.Fprintf(p.w, "%s%s %s %s", clearLine, spinnerFrames[p.frame], label, formatDuration(p.now().Sub(since)))
+	bar := ""
+	if amount, ok := p.amounts[label]; ok {
+		bar = " " + progressBar(amount, barWidth) + " " + formatAmount(amount)
+	}
+	fmt.Fprintf(p.w, "%s%s %s%s %s", clearLine, spinnerFrames[p.frame], label, bar, formatDuration(p.now().Sub(since)))
 	p.drawn = true
 }
 
@@ -99,6 +104,12 @@ func (p *progress) Step(st events.Step) {
 		p.started[st.Step] = at
 		return
 	}
+	if st.Status == events.StepRunning && st.Progress != nil {
+		p.amounts[st.Step] = *st.Progress
+		if p.stop != nil { // a terminal: the spinner line shows it as a bar
+			return
+		}
+	}
 	dur := "-"
 	if start, ok := p.started[st.Step]; ok {
 		switch st.Status {
@@ -108,12 +119,16 @@ func (p *progress) Step(st events.Step) {
 		default:
 			dur = formatDuration(at.Sub(start))
 			delete(p.started, st.Step)
+			delete(p.amounts, st.Step)
 			p.order = removeString(p.order, st.Step)
 		}
 	}
 	line := fmt.Sprintf("  step %d %-22s %-8s %8s", st.Seq, st.Step, st.Status, dur)
 	if st.Attempt > 1 {
 		line += fmt.Sprintf("  attempt %d", st.Attempt)
+	}
+	if st.Status == events.StepRunning && st.Progress != nil {
+		line += "  " + formatAmount(*st.Progress)
 	}
 	if st.UPID != "" {
 		line += "  " + st.UPID
@@ -153,6 +168,45 @@ func (p *progress) Close() {
 		fmt.Fprint(p.w, clearLine)
 		p.drawn = false
 	}
+}
+
+// barWidth is the number of cells of a progress bar.
+const barWidth = 20
+
+// progressBar draws how far a task is as width cells, e.g. "[██████░░░░]".
+func progressBar(a events.Progress, width int) string {
+	filled := 0
+	if a.Total > 0 {
+		filled = int(min(a.Done, a.Total) * int64(width) / a.Total)
+	}
+	return "[" + strings.Repeat("█", filled) + strings.Repeat("░", width-filled) + "]"
+}
+
+// formatAmount renders a task's progress for a human: "42% (1.2 GiB of 3.0 GiB)" for bytes,
+// "42%" for a percentage.
+func formatAmount(a events.Progress) string {
+	pct := int64(0)
+	if a.Total > 0 {
+		pct = min(a.Done, a.Total) * 100 / a.Total
+	}
+	if a.Unit != events.ProgressBytes {
+		return fmt.Sprintf("%d%%", pct)
+	}
+	return fmt.Sprintf("%d%% (%s of %s)", pct, formatBytes(a.Done), formatBytes(a.Total))
+}
+
+// formatBytes renders a byte count with binary units to one decimal: "512 B", "1.2 GiB".
+func formatBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	f, i := float64(n), 0
+	for f >= unit && i < 5 {
+		f /= unit
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", f, "KMGTP"[i-1])
 }
 
 // formatDuration renders d for a human: milliseconds below a second, else seconds to 0.1 s.

@@ -2,39 +2,53 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 )
 
+// defaultSource is the CloudEvents source of the commands `send` publishes by default.
+const defaultSource = "urn:proxbus:cli"
+
+// exitInterrupted is send's exit code when interrupted (SIGINT) while following: 128+2.
+const exitInterrupted = 130
+
 // cmdSend publishes one command in binary mode, follows it and prints the result JSON on
-// stdout (contract §10). With --output text (the default) it also reports progress on stderr:
-// a line per step when the step ends, with its status and the time since its start, a spinner
-// naming the running step when stderr is a terminal (plain lines otherwise), and a summary.
-// vm.list's guests also appear there as a table (stdout keeps the result JSON).
-// With --output json, stdout gets only the result document and stderr only errors (and, as
-// in text mode, the line saying that the NATS of `proxbus dev` is used, from its run file,
-// when no --nats-url was given).
-// Exit code: 0 for a status below 400, 1 otherwise (2 for usage errors).
-func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// stdout (contract §10). Before publishing it checks the command with the pipeline's own
+// validation (see [checkSend]): an unknown verb, a missing --endpoint, data that does not fit
+// the verb or a bad --expires is a usage error and nothing is sent. --data @- reads the data
+// from stdin. With --output text (the default) it also reports on stderr: "sent …" once
+// JetStream acknowledged the publish, a line per step when the step ends, with its status and
+// the time since its start, a spinner naming the running step when stderr is a terminal
+// (plain lines otherwise), and a summary. Only steps stored after the publish are shown (a
+// re-sent id does not show its old steps). vm.list's guests also appear there as a table
+// (stdout keeps the result JSON). With --output json, stdout gets only the result document and
+// stderr only errors (and, as in text mode, the line saying that the NATS of `proxbus dev` is
+// used, from its run file, when no --nats-url was given).
+// Interrupted while following, it says on stderr that the command is still queued (or
+// running) and how to cancel or follow it.
+// Exit code: 0 for a status below 400, 1 otherwise, 2 for usage errors, 130 when interrupted.
+func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", stderr)
 	natsURL := addNATSURLFlag(fs)
 	natsSec := addNATSSecurityFlags(fs)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
-	data := fs.String("data", "{}", "command data: JSON, or @file")
+	data := fs.String("data", "{}", "command data: JSON, @file, or @- to read it from stdin")
 	key := fs.String("idempotency-key", "", "Idempotency-Key")
 	id := fs.String("id", "", "command id (default random)")
-	source := fs.String("source", "urn:proxbus:cli", "command source")
+	source := fs.String("source", defaultSource, "command source")
 	actor := fs.String("actor", "", "actor recorded in the journal")
+	expires := fs.String("expires", "", "the command must not start after this: a duration from now (10m) or an RFC 3339 time")
+	dryRun := fs.Bool("dry-run", false, "plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan")
 	noWait := fs.Bool("no-wait", false, "publish and exit without waiting for the result")
 	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the result")
 	output := outputFlag(fs)
@@ -57,52 +71,78 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "proxbus send: a verb is required, e.g. proxbus send storage.pbs.create --endpoint 1 --data @pbs.json")
 		return 2
 	}
-	body := []byte(*data)
-	if strings.HasPrefix(*data, "@") {
-		b, err := os.ReadFile(strings.TrimPrefix(*data, "@"))
-		if err != nil {
-			fmt.Fprintln(stderr, "proxbus send:", err)
-			return 2
-		}
-		body = b
+	body, err := readData(*data, stdin)
+	if err != nil {
+		fmt.Fprintln(stderr, "proxbus send:", err)
+		return 2
 	}
-	if !json.Valid(body) {
-		fmt.Fprintln(stderr, "proxbus send: --data is not valid JSON")
+	now := time.Now().UTC()
+	expiresAt, expiresErr := parseExpires(*expires, now)
+	if problems := checkSend(verb, body, *endpoint, expiresErr); len(problems) > 0 {
+		for _, p := range problems {
+			for i, l := range strings.Split(p, "\n") {
+				if i == 0 {
+					l = "proxbus send: " + l
+				}
+				fmt.Fprintln(stderr, sanitizeLine(l))
+			}
+		}
+		fmt.Fprintln(stderr, "proxbus send: nothing was sent")
 		return 2
 	}
 	if *id == "" {
-		b := make([]byte, 12)
-		_, _ = rand.Read(b)
-		*id = "cli-" + hex.EncodeToString(b)
+		*id = newCLICommandID()
 	}
 	fs.natsFromDev(stderr, natsURL, prefix)
-	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: time.Now().UTC(),
-		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, Data: body}
+	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
+		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, DryRun: *dryRun, Data: body}
 	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
 	}
 	defer nc.Close()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	sendCtx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	subjects := events.NewSubjects(*prefix)
 	follow := subjects.Follow(cmd.Ref())
+	st := &sendState{}
 	var prog *progress
-	onStep := func(events.Step) {}
 	if format == outputText {
 		prog = newProgress(stderr, !*noWait && isTerminal(stderr))
 		defer prog.Close()
-		prog.Println(fmt.Sprintf("sent %s id=%s (follow: %s)", verb, cmd.ID, follow))
-		onStep = prog.Step
 	}
 	began := time.Now()
-	res, err := app.Send(ctx, js, subjects, cmd, *noWait, onStep)
+	res, err := app.SendCommand(sendCtx, js, subjects, cmd, app.SendOptions{
+		NoWait: *noWait,
+		OnSent: func(s app.Sent) {
+			st.acked = true
+			if prog != nil {
+				for _, l := range sentLines(verb, cmd.ID, follow, s) {
+					prog.Println(l)
+				}
+			}
+		},
+		OnStep: func(s events.Step) {
+			st.stepSeen = true
+			if prog != nil {
+				prog.Step(s)
+			}
+		},
+	})
 	if prog != nil {
 		prog.Close()
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "proxbus send:", err)
+		switch {
+		case ctx.Err() != nil: // interrupted (SIGINT, SIGTERM)
+			printPending(stderr, cmd, *prefix, st, "interrupted")
+			return exitInterrupted
+		case st.acked && errors.Is(err, app.ErrNoResult) && sendCtx.Err() != nil:
+			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", *timeout))
+			return 1
+		}
+		fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+explainSendError(err, *prefix)))
 		return 1
 	}
 	if *noWait {
@@ -132,4 +172,75 @@ func cmdSend(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// sendState is what `send` learnt while the command was published and followed.
+type sendState struct {
+	acked    bool // JetStream acknowledged the publish
+	stepSeen bool // a step event of the command arrived
+}
+
+// sentLines are the text lines printed once JetStream acknowledged the publish: "sent …",
+// and what a duplicate means for what follows.
+func sentLines(verb, id, follow string, s app.Sent) []string {
+	lines := []string{fmt.Sprintf("sent %s id=%s (follow: %s)", verb, id, follow)}
+	switch {
+	case s.Duplicate:
+		lines = append(lines, "  not queued again: a command with this id was published within the commands stream's duplicate window; showing its events from the first")
+	}
+	return lines
+}
+
+// printPending says, once send stops following a command it published (why: interrupted, or
+// its --timeout), that the command is still queued or running, and how to cancel or follow
+// it. Before JetStream acknowledged the publish, it says the command may or may not be queued.
+func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState, why string) {
+	state := "is still queued: it runs when a replica takes it"
+	switch {
+	case !st.acked:
+		state = "may or may not be queued: JetStream had not acknowledged the publish"
+	case st.stepSeen:
+		state = "is running on a replica and goes on without this command"
+	}
+	var extra []string
+	if cmd.Source != defaultSource {
+		extra = append(extra, "--source", shellQuote(cmd.Source))
+	}
+	if prefix != events.NewSubjects("").Prefix {
+		extra = append(extra, "--subject-prefix", shellQuote(prefix))
+	}
+	tail := ""
+	if len(extra) > 0 {
+		tail = " " + strings.Join(extra, " ")
+	}
+	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("proxbus send: %s; command %s %s", why, cmd.ID, state)))
+	fmt.Fprintln(w, sanitizeLine("  cancel it:  proxbus cancel "+shellQuote(cmd.ID)+tail))
+	fmt.Fprintln(w, sanitizeLine("  follow it:  proxbus events --id "+shellQuote(cmd.ID)+tail))
+}
+
+// explainSendError is the message of a failed publish or follow: what happened and what to do.
+func explainSendError(err error, prefix string) string {
+	apply := "proxbus streams apply"
+	if prefix != events.NewSubjects("").Prefix {
+		apply += " --subject-prefix " + shellQuote(prefix)
+	}
+	var tl *app.TooLargeError
+	switch {
+	case errors.Is(err, app.ErrStreamsMissing):
+		return fmt.Sprintf("%v; nothing was sent. Create the streams with `%s` (`proxbus serve` also creates them when it starts)", err, apply)
+	case errors.Is(err, jetstream.ErrNoStreamResponse):
+		return fmt.Sprintf("%v: no stream answered the publish, so nothing was stored. The streams may be missing (create them with `%s`; `proxbus serve` also creates them when it starts), or a JetStream leader election is still under way", err, apply)
+	case errors.As(err, &tl):
+		return fmt.Sprintf("%v; nothing was sent. Make --data smaller, or raise the limit", err)
+	}
+	return err.Error()
+}
+
+// shellQuote returns s as one shell word: unchanged when it holds only safe characters, else
+// single-quoted.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:/@%+=,") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

@@ -29,7 +29,7 @@ type serveFlags struct {
 	httpTLSCert, httpTLSKey                                       *string
 	resultTimeout                                                 *time.Duration
 	concurrency, maxAckPending, maxAttempts, streamReplicas       *int
-	ackWait, dedupeTTL, idemWindow, leaseTTL                      *time.Duration
+	ackWait, dedupeTTL, idemWindow, leaseTTL, commandMaxAge       *time.Duration
 	noProvision                                                   *bool
 	security                                                      *securityFlags
 }
@@ -40,6 +40,7 @@ const (
 	maxConcurrency    = 1024
 	maxMaxAckPending  = 1 << 20
 	maxMaxAttempts    = 100
+	minCommandMaxAge  = 10 * time.Second
 	maxStreamReplicas = 5 // the largest JetStream cluster replica count
 	minAckWait        = time.Second
 	maxAckWait        = time.Hour
@@ -75,6 +76,7 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		concurrency:    fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands processed at once by this replica"),
 		maxAckPending:  addMaxAckPendingFlag(fs),
 		maxAttempts:    fs.intIn("max-attempts", handlers.DefaultMaxAttempts, 1, maxMaxAttempts, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
+		commandMaxAge:  fs.durationIn("command-max-age", handlers.DefaultCommandMaxAge, minCommandMaxAge, 0, "a command older than this (from its time, else its arrival) when it would first start is answered 410 command_expired and does nothing"),
 		streamReplicas: fs.intIn("stream-replicas", consumer.DefaultReplicas, 1, maxStreamReplicas, "replica count of the provisioned streams (3 on a clustered broker; serve never lowers it, streams apply does when given)"),
 		ackWait:        fs.durationIn("ack-wait", consumer.DefaultAckWait, minAckWait, maxAckWait, "JetStream AckWait (kept alive by InProgress every ack-wait/3)"),
 		dedupeTTL:      fs.durationIn("dedupe-ttl", store.DefaultDedupeTTL, minDedupeTTL, 0, "how long finished commands are remembered"),
@@ -144,7 +146,7 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 			Replicas: *f.streamReplicas, AckWait: *f.ackWait,
 		},
 		Store:       store.Options{Prefix: *f.redisKeyPrefix, DedupeTTL: *f.dedupeTTL, Window: *f.idemWindow, LeaseTTL: *f.leaseTTL},
-		Pipeline:    handlers.Settings{MaxAttempts: *f.maxAttempts},
+		Pipeline:    handlers.Settings{MaxAttempts: *f.maxAttempts, CommandMaxAge: *f.commandMaxAge},
 		NoProvision: *f.noProvision, LogHandler: h, Security: f.security.security(), HTTPAddr: *f.httpAddr,
 		Ingress: app.Ingress{
 			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules,

@@ -1,15 +1,19 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
@@ -123,4 +127,42 @@ func testCert(t *testing.T, dir string) (certFile, keyFile string) {
 	t.Helper()
 	certFile, keyFile, _ = testenv.SelfSignedCert(t, dir, "proxbus flag test")
 	return certFile, keyFile
+}
+
+// TestServeRefusesAWrongNetBoxToken runs `serve` against the dev infrastructure with a token
+// NetBox refuses: it stops at once, the message naming --netbox-token, never showing the
+// token, and the exit code is 1.
+func TestServeRefusesAWrongNetBoxToken(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	env, err := app.StartDev(app.DevOptions{RedisURL: r.URL, NATSPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(env.Close)
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "lab-secret")
+	if err := os.WriteFile(secret, []byte(app.DemoPVESecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	endpoints := filepath.Join(dir, "endpoints.yaml")
+	yaml := fmt.Sprintf("endpoints:\n  - id: 1\n    name: lab\n    urls: [%s]\n    token_id: %q\n    token_secret_file: %s\n", env.PVEURL, app.DemoPVETokenID, secret)
+	if err := os.WriteFile(endpoints, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const wrong = "ffffffffffffffffffffffffffffffffffffffff"
+	var stderr testenv.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	err = cmdServe(ctx, []string{"--nats-url", env.NATSURL, "--redis-url", r.URL, "--redis-key-prefix", r.Prefix,
+		"--netbox-url", env.NetBoxURL, "--netbox-token", wrong, "--endpoints-file", endpoints, "--log-format", "json"}, &stderr)
+	if !errors.Is(err, app.ErrStartup) || !strings.Contains(err.Error(), "--netbox-token (PROXBUS_NETBOX_TOKEN") {
+		t.Fatalf("serve = %v, want a start-up error naming --netbox-token", err)
+	}
+	if strings.Contains(err.Error(), wrong) || strings.Contains(stderr.String(), wrong) {
+		t.Error("the token is shown")
+	}
+	if ctx.Err() != nil {
+		t.Error("serve waited instead of stopping")
+	}
 }

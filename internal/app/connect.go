@@ -123,6 +123,12 @@ func ConnectNATS(url string, s Security, name string, log *slog.Logger) (*nats.C
 	if err != nil {
 		return nil, err
 	}
+	return connectNATS(url, opts)
+}
+
+// connectNATS connects to url with opts; its errors never contain a password or token from
+// url.
+func connectNATS(url string, opts []nats.Option) (*nats.Conn, error) {
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, scrubError(fmt.Sprintf("nats %s", RedactURL(url)), err, URLPasswords(url))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +25,16 @@ type demoCase struct {
 	wantResult     string
 	wantReason     string
 	wantReplayed   bool
+	// dryRun sends the command as a dry run (contract §4a).
+	dryRun bool
+	// decision, "command.approve" or "command.reject", is sent by demoApprover once the
+	// command awaits approval (contract §4b).
+	decision string
 }
+
+// demoApprover is the actor who decides on the tour's commands that need approval; the tour's
+// own commands are the actor "demo"'s.
+const demoApprover = "demo-approver"
 
 const demoFingerprint = "AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89"
 
@@ -71,6 +81,13 @@ func demoTour(run string, image DemoImage) []demoCase {
 		{title: "roll back to it", verb: "vm.snapshot.rollback", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
 		{title: "delete it", verb: "vm.snapshot.delete", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
 		{title: "the reserved snapshot name", verb: "vm.snapshot.create", endpoint: 1, data: `{"vm":200,"snapshot":"current"}`, wantStatus: 422, wantResult: "refused", wantReason: "reserved_snapshot_name"},
+		{title: "back up a VM to the PBS storage created above", verb: "vm.backup", endpoint: 1,
+			data: `{"vm":"web-01","storage":"pbs-` + run + `","notes_template":"{{guestname}}, from the tour"}`, wantStatus: 201, wantResult: "created"},
+		{title: "back up to a storage without content backup", verb: "vm.backup", endpoint: 1, data: `{"vm":100,"storage":"local-lvm"}`,
+			wantStatus: 409, wantResult: "refused", wantReason: "backup_storage_unavailable"},
+		{title: "plan the provision below (a dry run: nothing is written)", verb: "vm.provision", endpoint: 1, dryRun: true,
+			data:       `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048}`,
+			wantStatus: 200, wantResult: "planned"},
 		{title: "provision across nodes: clone from the shared template, relocate the disk to local storage", verb: "vm.provision", endpoint: 1,
 			data: `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048,"cores":2,"disk_gb":10,` +
 				`"cloud_init":{"user":"ops","password":"demo-ci-secret","ssh_keys":["ssh-ed25519 AAAAC3Nza demo@proxbus"],"ipconfig0":"ip=dhcp"},"extra_networks":[{"index":1,"bridge":"vmbr1","vlan_tag":20}]}`,
@@ -81,7 +98,64 @@ func demoTour(run string, image DemoImage) []demoCase {
 		{title: "extra NICs while the cloud network is enforced", verb: "vm.provision", endpoint: 1,
 			data:       `{"source":{"template_vmid":9000},"new_vmid":312,"new_name":"demo-312","target_node":"pve1","enforce_cloud_network":true,"extra_networks":[{"index":1,"bridge":"vmbr1"}]}`,
 			wantStatus: 422, wantResult: "refused", wantReason: "extra_networks_locked"},
-		{title: "reboot a node", verb: "node.reboot", endpoint: 1, data: `{"node":"pve3"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "migrate a VM whose disk is on local storage, without with_local_disks", verb: "vm.migrate", endpoint: 1,
+			data: `{"vm":"web-01","target_node":"pve2"}`, wantStatus: 409, wantResult: "refused", wantReason: "migration_precondition_failed"},
+		{title: "migrate a VM with PCI passthrough", verb: "vm.migrate", endpoint: 1,
+			data: `{"vm":"db-01","target_node":"pve1","with_local_disks":true}`, wantStatus: 409, wantResult: "refused", wantReason: "migration_precondition_failed"},
+		{title: "live-migrate a running VM off the node about to reboot", verb: "vm.migrate", endpoint: 1,
+			data: `{"vm":"app-01","target_node":"pve1"}`, wantStatus: 200, wantResult: "ok"},
+		{title: "migrate it there again", verb: "vm.migrate", endpoint: 1,
+			data: `{"vm":"app-01","target_node":"pve1"}`, wantStatus: 200, wantResult: "already_present"},
+		{title: "reboot a node: it needs approval, and a second person rejects it", verb: "node.reboot", endpoint: 1, data: `{"node":"pve3"}`,
+			decision: "command.reject", wantStatus: 403, wantResult: "refused", wantReason: "approval_rejected"},
+		{title: "delete a protected VM (protection: 1), even with stop_first, once approved", verb: "vm.delete", endpoint: 1, data: `{"vm":"db-01","stop_first":true}`,
+			decision: "command.approve", wantStatus: 409, wantResult: "refused", wantReason: "vm_protected"},
+		{title: "delete the VM the tour cloned (running), approved by a second person: a hard stop, then the delete", verb: "vm.delete", endpoint: 1,
+			data: `{"vm":310,"stop_first":true}`, decision: "command.approve", wantStatus: 200, wantResult: "ok"},
+		{title: "delete it again, approved", verb: "vm.delete", endpoint: 1, data: `{"vm":310}`, decision: "command.approve",
+			wantStatus: 200, wantResult: "already_absent"},
+	}
+}
+
+// demoDecide sends decision (command.approve or command.reject) on cmd as demoApprover and
+// prints its answer.
+func demoDecide(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, decision string, cmd events.Command, w io.Writer) {
+	data, _ := json.Marshal(map[string]string{"command_id": cmd.ID, "command_source": cmd.Source})
+	d := events.Command{ID: cmd.ID + "-decision", Source: cmd.Source, Verb: decision, Actor: demoApprover, Data: data}
+	res, err := Send(ctx, js, subjects, d, false, nil)
+	if err != nil {
+		fmt.Fprintf(w, "  %s by %s: no answer: %v\n", decision, demoApprover, err)
+		return
+	}
+	fmt.Fprintf(w, "  %s by %s: %d %s %s\n", decision, demoApprover, res.Status, res.Result, res.Reason)
+}
+
+// printPlan prints a dry run's plan: the writes it would send and what it expects.
+func printPlan(w io.Writer, res events.Result) {
+	var out struct {
+		Plan struct {
+			Outcome *struct {
+				Status int    `json:"status"`
+				Result string `json:"result"`
+			} `json:"outcome"`
+			Writes []struct {
+				Method string `json:"method"`
+				Path   string `json:"path"`
+			} `json:"writes"`
+			Stopped string `json:"stopped"`
+		} `json:"plan"`
+	}
+	if json.Unmarshal(res.Output, &out) != nil {
+		return
+	}
+	for _, wr := range out.Plan.Writes {
+		fmt.Fprintf(w, "  plan: %s %s\n", wr.Method, wr.Path)
+	}
+	if o := out.Plan.Outcome; o != nil {
+		fmt.Fprintf(w, "  plan: expects %d %s\n", o.Status, o.Result)
+	}
+	if out.Plan.Stopped != "" {
+		fmt.Fprintf(w, "  plan: %s\n", out.Plan.Stopped)
 	}
 }
 
@@ -94,13 +168,19 @@ func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 		cmd := events.Command{
 			ID: fmt.Sprintf("demo-%s-%02d", run, i+1), Source: "urn:proxbus:demo", Type: "proxbus." + c.verb, Verb: c.verb,
 			EndpointID: c.endpoint, HasEndpointID: c.endpoint != 0, IdempotencyKey: c.idempotencyKey,
-			Actor: "demo", Data: json.RawMessage(c.data),
+			Actor: "demo", DryRun: c.dryRun, Data: json.RawMessage(c.data),
 		}
 		fmt.Fprintf(w, "\n▶ %s (%s)\n", c.title, c.verb)
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		var decided sync.WaitGroup
+		var decideOnce sync.Once
 		res, err := Send(cctx, js, subjects, cmd, false, func(st events.Step) {
-			fmt.Fprintf(w, "  step %d %s %s\n", st.Seq, st.Step, st.Status)
+			fmt.Fprintf(w, "  step %d %s %s %s\n", st.Seq, st.Step, st.Status, st.Detail)
+			if c.decision != "" && st.Status == events.StepWaiting && st.Detail == "awaiting approval" {
+				decideOnce.Do(func() { decided.Go(func() { demoDecide(cctx, js, subjects, c.decision, cmd, w) }) })
+			}
 		})
+		decided.Wait()
 		cancel()
 		if err != nil {
 			fmt.Fprintf(w, "  ✗ no result: %v\n", err)
@@ -109,6 +189,9 @@ func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 		}
 		out, _ := json.Marshal(res)
 		fmt.Fprintf(w, "  result %s\n", out)
+		if c.dryRun {
+			printPlan(w, res)
+		}
 		if res.Status != c.wantStatus || res.Result != c.wantResult || res.Reason != c.wantReason || res.Replayed != c.wantReplayed {
 			fmt.Fprintf(w, "  ✗ expected status %d result %q reason %q replayed %v\n", c.wantStatus, c.wantResult, c.wantReason, c.wantReplayed)
 			failed = append(failed, c.title)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/proxbus/proxbus/internal/proxmox"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
 // Demo credentials accepted by the simulators' demo scenario (contract §10).
@@ -56,6 +58,11 @@ type DevEnv struct {
 	NetBoxURL string
 	// RedisEmbedded is true when the non-durable embedded Redis is in use.
 	RedisEmbedded bool
+	// RedisKeyPrefix is the prefix of this run's keys: in a Redis given by URL it is new each
+	// run (proxbus-dev-<start time>), since a run's streams and simulators are new too and an
+	// earlier run's leftovers (a guest lease of a command killed with it) must not hold this
+	// one back.
+	RedisKeyPrefix string
 	// NATSPortTaken is the port asked for when it was taken and NATS listens on another one
 	// (the port of NATSURL); 0 otherwise.
 	NATSPortTaken int
@@ -101,6 +108,7 @@ func StartDev(opts DevOptions) (*DevEnv, error) {
 
 	if opts.RedisURL != "" {
 		env.RedisURL = opts.RedisURL
+		env.RedisKeyPrefix = fmt.Sprintf("proxbus-dev-%d", time.Now().UnixNano())
 	} else {
 		m, err := embedded.StartRedis()
 		if err != nil {
@@ -170,21 +178,28 @@ func runRedisClock(ctx context.Context, m *miniredis.Miniredis) {
 	}
 }
 
-// Endpoints is the endpoints file of the demo cluster: endpoint 1 (writes allowed in NetBox)
-// and endpoint 2 (read-only in NetBox), both on the PVE simulator with the demo token.
+// DemoApprovalVerbs are the verbs whose commands on the demo's endpoint 1 wait for a second
+// person's approval (contract §4b).
+var DemoApprovalVerbs = []string{"vm.delete", "node.reboot"}
+
+// Endpoints is the endpoints file of the demo cluster: endpoint 1 (writes allowed in NetBox;
+// vm.delete and node.reboot need approval) and endpoint 2 (read-only in NetBox), both on the
+// PVE simulator with the demo token.
 func (e *DevEnv) Endpoints() []proxmox.EndpointConfig {
 	ep := func(id int64, name string) proxmox.EndpointConfig {
 		return proxmox.EndpointConfig{ID: id, Name: name, URLs: []string{e.PVEURL}, TokenID: DemoPVETokenID,
 			TokenSecretEnv: demoSecretVariable, MaxParallel: 8, Timeout: 10 * time.Second}
 	}
-	return []proxmox.EndpointConfig{ep(1, "lab"), ep(2, "lab-readonly")}
+	lab := ep(1, "lab")
+	lab.Approval.Verbs = slices.Clone(DemoApprovalVerbs)
+	return []proxmox.EndpointConfig{lab, ep(2, "lab-readonly")}
 }
 
 // ServeConfig is the [Config] that runs proxbus against this environment.
 func (e *DevEnv) ServeConfig() Config {
 	return Config{
 		NATSURL: e.NATSURL, RedisURL: e.RedisURL, NetBoxURL: e.NetBoxURL, NetBoxToken: DemoNetBoxToken,
-		Endpoints: e.Endpoints(), TaskPollInterval: 50 * time.Millisecond,
+		Endpoints: e.Endpoints(), Store: store.Options{Prefix: e.RedisKeyPrefix},
 		Getenv: func(name string) string {
 			if name == demoSecretVariable {
 				return DemoPVESecret

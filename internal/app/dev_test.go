@@ -5,7 +5,10 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/proxbus/proxbus/internal/testenv"
 )
 
 // TestStartDevNATS pins where the dev NATS listens and keeps its files: on the port asked
@@ -58,5 +61,33 @@ func TestStartDevNATS(t *testing.T) {
 				t.Errorf("NATS directories left after Close: %v", d)
 			}
 		})
+	}
+}
+
+// TestDevKeyPrefixIsNewEachRun: with a Redis given by URL each dev run keeps its keys under a
+// prefix of its own, so an earlier run's leftovers (a guest lease of a command killed with it)
+// never hold the next one back; the embedded Redis keeps the default prefix.
+func TestDevKeyPrefixIsNewEachRun(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	var prefixes []string
+	for range 2 {
+		env, err := StartDev(DevOptions{RedisURL: r.URL, NATSPort: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefixes = append(prefixes, env.ServeConfig().Store.Prefix)
+		env.Close()
+	}
+	if !strings.HasPrefix(prefixes[0], "proxbus-dev-") || prefixes[0] == prefixes[1] {
+		t.Errorf("prefixes %q, want two different proxbus-dev-… prefixes", prefixes)
+	}
+	env, err := StartDev(DevOptions{NATSPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer env.Close()
+	if p := env.ServeConfig().Store.Prefix; p != "" {
+		t.Errorf("embedded Redis prefix %q, want the default", p)
 	}
 }

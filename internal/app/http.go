@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,36 +49,58 @@ const httpShutdownTimeout = 5 * time.Second
 type ReadyCheck struct {
 	Name  string
 	Check func(ctx context.Context) error
+	// Advisory checks are reported under "checks" but do not make the replica unready: one
+	// Proxmox endpoint that is down or refuses its token stops only its own commands.
+	Advisory bool
 }
+
+// Texts of a check's entry in readyBody.Checks.
+const (
+	readyOK   = "ok"
+	readyDown = "down"
+)
 
 // readyBody is the JSON body of /readyz.
 type readyBody struct {
-	Ready bool     `json:"ready"`
-	Down  []string `json:"down,omitempty"`
+	Ready bool `json:"ready"`
+	// Down names the failing checks that make the replica unready.
+	Down []string `json:"down,omitempty"`
+	// Checks says of every check "ok" or why it is not: the reason of an error with a
+	// ReadyReason method (texts without hosts or secrets, such as "token refused (HTTP 403) on
+	// …"), else "down".
+	Checks map[string]string `json:"checks,omitempty"`
 }
 
-// ReadyHandler serves /readyz: 200 {"ready":true} when every check passes, else 503 with
-// {"ready":false,"down":[names…]}. Checks run concurrently, each bounded by a short timeout;
-// error texts are never shown (they may name hosts or users).
+// ReadyHandler serves /readyz: 200 {"ready":true,"checks":{…}} when every check that is not
+// advisory passes, else 503 with {"ready":false,"down":[names…],"checks":{…}}. Checks run
+// concurrently, each bounded by a short timeout; error texts are never shown (they may name
+// hosts or users), only the ReadyReason of an error that has one.
 func ReadyHandler(checks ...ReadyCheck) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		down := make([]bool, len(checks))
+		errs := make([]error, len(checks))
 		var wg sync.WaitGroup
 		for i, c := range checks {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				ctx, cancel := context.WithTimeout(r.Context(), readyCheckTimeout)
 				defer cancel()
-				down[i] = c.Check(ctx) != nil
-			}()
+				errs[i] = c.Check(ctx)
+			})
 		}
 		wg.Wait()
 		body := readyBody{Ready: true}
-		for i, d := range down {
-			if d {
+		if len(checks) > 0 {
+			body.Checks = make(map[string]string, len(checks))
+		}
+		for i, err := range errs {
+			c := checks[i]
+			if err == nil {
+				body.Checks[c.Name] = readyOK
+				continue
+			}
+			body.Checks[c.Name] = readyReason(err)
+			if !c.Advisory {
 				body.Ready = false
-				body.Down = append(body.Down, checks[i].Name)
+				body.Down = append(body.Down, c.Name)
 			}
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -110,9 +133,37 @@ type httpServer struct {
 	done chan struct{}
 }
 
-// listenHTTP binds addr (or takes ln when given) for a server of mux. It returns nil, nil when
+// switchHandler serves the handler stored last: the start-up handler while the replica
+// starts, then the full mux. The zero value answers 503.
+type switchHandler struct{ h atomic.Pointer[http.Handler] }
+
+// set makes h serve every request from now on.
+func (s *switchHandler) set(h http.Handler) { s.h.Store(&h) }
+
+// ServeHTTP serves r with the current handler.
+func (s *switchHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := s.h.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	startingHandler().ServeHTTP(w, r)
+}
+
+// startingHandler answers every request 503 {"error":"proxbus is starting"} with Retry-After:
+// the routes of a replica that is not connected yet (the webhook ingress retries).
+func startingHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(`{"error":"proxbus is starting"}` + "\n"))
+	})
+}
+
+// listenHTTP binds addr (or takes ln when given) for a server of h. It returns nil, nil when
 // neither is set (HTTP off).
-func listenHTTP(addr string, ln net.Listener, mux *http.ServeMux, log *slog.Logger) (*httpServer, error) {
+func listenHTTP(addr string, ln net.Listener, h http.Handler, log *slog.Logger) (*httpServer, error) {
 	if ln == nil {
 		if addr == "" {
 			return nil, nil
@@ -124,7 +175,7 @@ func listenHTTP(addr string, ln net.Listener, mux *http.ServeMux, log *slog.Logg
 	}
 	return &httpServer{
 		srv: &http.Server{
-			Handler:           mux,
+			Handler:           h,
 			ReadHeaderTimeout: 5 * time.Second,
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},

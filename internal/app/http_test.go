@@ -5,8 +5,10 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/config"
+	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -31,9 +34,9 @@ func TestReadyHandler(t *testing.T) {
 		wantCode int
 		wantDown []string
 	}{
-		{"all up", []ReadyCheck{{"nats", up}, {"redis", up}, {"consumer", up}}, http.StatusOK, nil},
-		{"redis down", []ReadyCheck{{"nats", up}, {"redis", down}, {"consumer", up}}, http.StatusServiceUnavailable, []string{"redis"}},
-		{"two down", []ReadyCheck{{"nats", down}, {"redis", up}, {"consumer", down}}, http.StatusServiceUnavailable, []string{"nats", "consumer"}},
+		{"all up", []ReadyCheck{{Name: "nats", Check: up}, {Name: "redis", Check: up}, {Name: "consumer", Check: up}}, http.StatusOK, nil},
+		{"redis down", []ReadyCheck{{Name: "nats", Check: up}, {Name: "redis", Check: down}, {Name: "consumer", Check: up}}, http.StatusServiceUnavailable, []string{"redis"}},
+		{"two down", []ReadyCheck{{Name: "nats", Check: down}, {Name: "redis", Check: up}, {Name: "consumer", Check: down}}, http.StatusServiceUnavailable, []string{"nats", "consumer"}},
 		{"no checks", nil, http.StatusOK, nil},
 	}
 	for _, tc := range tests {
@@ -53,13 +56,45 @@ func TestReadyHandler(t *testing.T) {
 			}
 		})
 	}
+	t.Run("reasons and advisory checks", func(t *testing.T) {
+		t.Parallel()
+		refused := func(context.Context) error {
+			return fmt.Errorf("wrapped: %w", &health.Problem{Dependency: "netbox", Reason: "token refused (HTTP 403) on GET /api/status/"})
+		}
+		secret := func(context.Context) error { return errors.New("dial tcp 10.1.2.3:6379: secret-host refused") }
+		rec := httptest.NewRecorder()
+		ReadyHandler(
+			ReadyCheck{Name: "nats", Check: up},
+			ReadyCheck{Name: "redis", Check: secret},
+			ReadyCheck{Name: "netbox", Check: refused},
+			ReadyCheck{Name: "proxmox/2", Check: refused, Advisory: true},
+		).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, PathReadyz, nil))
+		var body readyBody
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			t.Fatalf("body %q: %v", rec.Body.String(), err)
+		}
+		want := map[string]string{"nats": "ok", "redis": "down", "netbox": "token refused (HTTP 403) on GET /api/status/",
+			"proxmox/2": "token refused (HTTP 403) on GET /api/status/"}
+		if rec.Code != http.StatusServiceUnavailable || body.Ready || !slices.Equal(body.Down, []string{"redis", "netbox"}) || !maps.Equal(body.Checks, want) {
+			t.Errorf("readyz %d %+v, want 503 down [redis netbox] checks %v", rec.Code, body, want)
+		}
+		if strings.Contains(rec.Body.String(), "secret-host") || strings.Contains(rec.Body.String(), "10.1.2.3") {
+			t.Errorf("readyz shows an error text: %s", rec.Body.String())
+		}
+		rec = httptest.NewRecorder()
+		ReadyHandler(ReadyCheck{Name: "nats", Check: up}, ReadyCheck{Name: "proxmox/2", Check: refused, Advisory: true}).
+			ServeHTTP(rec, httptest.NewRequest(http.MethodGet, PathReadyz, nil))
+		if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"proxmox/2":"token refused`) {
+			t.Errorf("an advisory check failing: %d %s, want 200 naming it", rec.Code, rec.Body.String())
+		}
+	})
 	t.Run("a hanging check is down once the request ends", func(t *testing.T) {
 		t.Parallel()
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, PathReadyz, nil).WithContext(ctx)
-		ReadyHandler(ReadyCheck{"redis", slow}).ServeHTTP(rec, req)
+		ReadyHandler(ReadyCheck{Name: "redis", Check: slow}).ServeHTTP(rec, req)
 		if rec.Code != http.StatusServiceUnavailable {
 			t.Errorf("status %d, want 503", rec.Code)
 		}

@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,6 +22,7 @@ import (
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
@@ -77,6 +79,10 @@ type Config struct {
 	Repair repair.Config
 	// NoProvision leaves the streams and the consumer as they are on the server.
 	NoProvision bool
+	// StartupMaxWait is the longest pause between two tries of a start-up check (NATS, Redis,
+	// NetBox, an endpoint, the provisioning) that found its dependency unreachable (default
+	// DefaultStartupMaxWait); the first pause is StartupFirstWait or this, whichever is less.
+	StartupMaxWait time.Duration
 
 	// Instance names this replica (default hostname-pid).
 	Instance string
@@ -116,6 +122,9 @@ func (c Config) withDefaults() Config {
 	if c.EndpointCacheTTL == 0 {
 		c.EndpointCacheTTL = DefaultEndpointCacheTTL
 	}
+	if c.StartupMaxWait == 0 {
+		c.StartupMaxWait = DefaultStartupMaxWait
+	}
 	if c.Instance == "" {
 		host, _ := os.Hostname()
 		c.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -142,11 +151,24 @@ func (c Config) validate() error {
 	if c.TaskPollInterval < 0 {
 		return fmt.Errorf("%w: TaskPollInterval %s is negative", config.ErrInvalid, c.TaskPollInterval)
 	}
+	if c.StartupMaxWait < 0 {
+		return fmt.Errorf("%w: StartupMaxWait %s is negative", config.ErrInvalid, c.StartupMaxWait)
+	}
 	return c.Repair.Validate()
 }
 
 // Serve runs one proxbus replica until ctx is cancelled, then drains: in-flight commands are
-// completed before it returns. It returns an error when a dependency cannot be set up.
+// completed before it returns.
+//
+// At start it connects NATS, pings Redis, reads NetBox's /api/status/ with the token and each
+// endpoint's GET /version with its token, all at once. A dependency that cannot be reached
+// yet is waited for with backoff (each try logged, /readyz naming it) until ctx ends, then
+// Serve returns nil; an endpoint that cannot be reached does not hold up the start (its
+// commands wait; /readyz names it). A misconfiguration waiting cannot cure (a refused token or
+// credentials, a URL that is not NetBox or Proxmox, a certificate that does not verify) is
+// returned as a *[StartupError] listing every such problem, each naming the flag or the
+// endpoint to fix. Provisioning the streams is retried the same way while JetStream does not
+// answer. Any other error means the configuration cannot be used (config.ErrInvalid).
 func Serve(ctx context.Context, cfg Config) error {
 	if cfg.HTTPListener != nil {
 		defer cfg.HTTPListener.Close() // closed already when the server ran; harmless then
@@ -167,6 +189,15 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	registry := handlers.NewRegistry(handlers.Builtin()...)
+	var approvalErrs []error
+	for _, ep := range cfg.Endpoints {
+		if err := registry.CheckApprovalVerbs(ep.Approval.Verbs); err != nil {
+			approvalErrs = append(approvalErrs, fmt.Errorf("endpoint %d: approval.verbs: %w", ep.ID, err))
+		}
+	}
+	if err := errors.Join(approvalErrs...); err != nil {
+		return fmt.Errorf("%w: endpoints file: %w", config.ErrInvalid, err)
+	}
 	if cfg.Tracing.Instance == "" {
 		cfg.Tracing.Instance = cfg.Instance
 	}
@@ -184,8 +215,18 @@ func Serve(ctx context.Context, cfg Config) error {
 		reps, err := st.PendingRepairs(ctx)
 		return len(reps), err
 	}})
+	// The tracker's lines carry dependency names, operation templates, statuses and fixed
+	// texts only (never an error text or a header), so the secrets known before the Proxmox
+	// clients exist are all it needs redacted.
+	tracker := health.New(serveLogger(cfg.LogHandler, cfg.baseSecrets()).With("instance", cfg.Instance), time.Now)
+	tracker.Register(health.Dependency{Name: "netbox", What: "NetBox", Fix: "fix " + flagNetBoxToken + " or the token's permissions in NetBox"})
+	for _, ep := range cfg.Endpoints {
+		tracker.Register(health.Dependency{Name: endpointCheckName(ep.ID), What: "Proxmox " + endpointName(ep),
+			Fix: "fix token_id or its secret for " + endpointName(ep) + " in the endpoints file"})
+	}
 	popts := []proxmox.ClientOption{proxmox.WithTransportWrapper(func(ep proxmox.EndpointConfig, next http.RoundTripper) http.RoundTripper {
 		id := strconv.FormatInt(ep.ID, 10)
+		next = tracker.Transport(endpointCheckName(ep.ID), proxmox.APIOperation, health.ProxmoxRefusal, next)
 		return tr.Transport("proxmox", proxmox.APIOperation, m.ProxmoxTransport(id, proxmox.APIOperation, next))
 	})}
 	if cfg.TaskPollInterval > 0 {
@@ -195,10 +236,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
-	secrets := append(clients.Secrets(), cfg.NetBoxToken)
-	secrets = append(secrets, URLPasswords(cfg.NATSURL)...)
-	secrets = append(secrets, URLPasswords(cfg.RedisURL)...)
-	secrets = append(secrets, cfg.Ingress.secrets()...)
+	secrets := append(clients.Secrets(), cfg.baseSecrets()...)
 	log := serveLogger(cfg.LogHandler, secrets).With("instance", cfg.Instance)
 	defer RouteRedisLogs(log.With("component", "redis"))()
 
@@ -206,9 +244,15 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	hc.Transport = tracker.Transport("netbox", metrics.NetBoxOperation, health.NetBoxRefusal, hc.Transport)
 	hc.Transport = tr.Transport("netbox", metrics.NetBoxOperation, m.NetBoxTransport(metrics.NetBoxOperation, hc.Transport))
 	nb, err := netbox.New(netbox.Config{URL: cfg.NetBoxURL, Token: cfg.NetBoxToken, Timeout: cfg.NetBoxTimeout, HTTPClient: hc})
-	if err != nil {
+	switch {
+	case errors.Is(err, netbox.ErrBadURL):
+		return fmt.Errorf("%s %s: %w", flagNetBoxURL, RedactURL(cfg.NetBoxURL), err)
+	case errors.Is(err, netbox.ErrBadToken):
+		return fmt.Errorf("%s: %w", flagNetBoxToken, err)
+	case err != nil:
 		return err
 	}
 	rdb, err := RedisClient(cfg.RedisURL, cfg.Security)
@@ -220,15 +264,58 @@ func Serve(ctx context.Context, cfg Config) error {
 	if st, err = store.New(rdb, cfg.Store); err != nil {
 		return err
 	}
-
-	nc, err := ConnectNATS(cfg.NATSURL, cfg.Security, "proxbus "+cfg.Instance, log)
+	natsOpts, err := NATSOptions(cfg.Security, "proxbus "+cfg.Instance, log) // unusable files: before any wait
 	if err != nil {
 		return err
 	}
-	defer func() { // no callback may log after Serve has returned
-		ClearNATSHandlers(nc)
-		nc.Close()
+
+	// The HTTP server answers from now on: /readyz names what the replica waits for.
+	starting := newStartStatus()
+	var handler switchHandler
+	handler.set(startMux(m, starting, tracker, cfg.Endpoints))
+	hs, err := listenHTTP(cfg.HTTPAddr, cfg.HTTPListener, &handler, log.With("component", "http"))
+	if err != nil {
+		return err
+	}
+	stopHTTP := func() {}
+	if hs != nil {
+		go hs.serve() // hs.shutdown waits for it
+		stopHTTP = sync.OnceFunc(hs.shutdown)
+	}
+	defer stopHTTP()
+
+	// Probes of endpoints unreachable at start go on in the background until they answer.
+	probeCtx, stopProbes := context.WithCancel(ctx)
+	var probes sync.WaitGroup
+	defer func() {
+		stopProbes()
+		probes.Wait()
 	}()
+	start := &starter{log: log, maxWait: cfg.StartupMaxWait, status: starting, health: tracker}
+	if !cfg.NoProvision {
+		starting.set("streams", "not provisioned yet")
+	}
+	var nc *nats.Conn
+	endpointChecks := make([]startupCheck, 0, len(cfg.Endpoints))
+	for _, id := range clients.IDs() {
+		c, _ := clients.Get(id)
+		endpointChecks = append(endpointChecks, endpointCheck(c))
+	}
+	err = start.run(ctx, []startupCheck{natsCheck(cfg.NATSURL, natsOpts, &nc), redisCheck(cfg.RedisURL, rdb), netboxCheck(nb)},
+		endpointChecks, probeCtx, &probes)
+	if nc != nil {
+		defer func() { // no callback may log after Serve has returned
+			ClearNATSHandlers(nc)
+			nc.Close()
+		}()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("proxbus stopped while starting")
+			return nil
+		}
+		return err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -241,9 +328,18 @@ func Serve(ctx context.Context, cfg Config) error {
 	if !cfg.NoProvision {
 		// Provisioning never lowers the durable's MaxAckPending or a stream's replica count
 		// (replicas sized for N×concurrency, an R3 stream): `proxbus streams apply` does that.
-		changes, err := consumer.ProvisionWith(ctx, js, ccfg, consumer.ProvisionOptions{})
+		var changes []consumer.Change
+		err := start.provision(ctx, func(ctx context.Context) error {
+			var err error
+			changes, err = consumer.ProvisionWith(ctx, js, ccfg, consumer.ProvisionOptions{})
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("provision streams: %w", err)
+			if ctx.Err() != nil {
+				log.Info("proxbus stopped while starting")
+				return nil
+			}
+			return err
 		}
 		for _, c := range changes {
 			if c.Old != "unchanged" {
@@ -279,21 +375,22 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+PathMetrics, m.Handler())
 	mux.Handle("GET "+PathHealthz, HealthHandler())
-	mux.Handle("GET "+PathReadyz, ReadyHandler(
-		ReadyCheck{Name: "nats", Check: func(context.Context) error {
+	checks := []ReadyCheck{
+		{Name: "nats", Check: func(context.Context) error {
 			if !nc.IsConnected() {
 				return ErrNotReady
 			}
 			return nil
 		}},
-		ReadyCheck{Name: "redis", Check: st.Ping},
-		ReadyCheck{Name: "consumer", Check: func(context.Context) error {
+		{Name: "redis", Check: st.Ping},
+		{Name: "consumer", Check: func(context.Context) error {
 			if !cons.Ready() {
 				return ErrNotReady
 			}
 			return nil
 		}},
-	))
+	}
+	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, trackedChecks(tracker, cfg.Endpoints)...)...))
 	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
 	if cfg.Ingress.enabled() {
 		if err := cfg.Ingress.mount(mux, rules, deps); err != nil {
@@ -303,22 +400,12 @@ func Serve(ctx context.Context, cfg Config) error {
 	if cfg.Routes != nil {
 		cfg.Routes(mux, deps)
 	}
-	hs, err := listenHTTP(cfg.HTTPAddr, cfg.HTTPListener, mux, log.With("component", "http"))
-	if err != nil {
-		return err
-	}
+	handler.set(mux)
 
 	log.Info("proxbus serving", "nats", nc.ConnectedUrlRedacted(), "verbs", registry.Names(),
 		"concurrency", ccfg.Concurrency, "endpoints", len(cfg.Endpoints), "tracing", tr.On())
 	repairCtx, stopRepair := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	if hs != nil {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			hs.serve()
-		}()
-	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -338,12 +425,56 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	runErr := cons.Run(ctx)
 	stopRepair()
-	if hs != nil {
-		hs.shutdown() // after the drain: /readyz answered 503 while it lasted
-	}
+	stopHTTP() // after the drain: /readyz answered 503 while it lasted
 	wg.Wait()
 	log.Info("proxbus stopped")
 	return runErr
+}
+
+// baseSecrets are the configured secrets other than the Proxmox token secrets, for the log
+// redactor.
+func (c Config) baseSecrets() []string {
+	secrets := []string{c.NetBoxToken}
+	secrets = append(secrets, URLPasswords(c.NATSURL)...)
+	secrets = append(secrets, URLPasswords(c.RedisURL)...)
+	return append(secrets, c.Ingress.secrets()...)
+}
+
+// trackedChecks are the /readyz checks the health tracker answers: NetBox (its token refused
+// makes the replica unready: every write command needs it) and each endpoint (advisory: it
+// stops only its own commands).
+func trackedChecks(t *health.Tracker, eps []proxmox.EndpointConfig) []ReadyCheck {
+	checks := []ReadyCheck{{Name: "netbox", Check: func(context.Context) error { return t.Check("netbox") }}}
+	for _, ep := range eps {
+		name := endpointCheckName(ep.ID)
+		checks = append(checks, ReadyCheck{Name: name, Advisory: true, Check: func(context.Context) error { return t.Check(name) }})
+	}
+	return checks
+}
+
+// startMux is the HTTP handler while the replica starts: /metrics, /healthz, and /readyz
+// answering 503 naming what it waits for; every other route answers 503 "starting".
+func startMux(m *metrics.Metrics, starting *startStatus, t *health.Tracker, eps []proxmox.EndpointConfig) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+PathMetrics, m.Handler())
+	mux.Handle("GET "+PathHealthz, HealthHandler())
+	checks := []ReadyCheck{}
+	for _, name := range []string{"nats", "redis", "streams"} {
+		checks = append(checks, ReadyCheck{Name: name, Check: func(context.Context) error { return starting.check(name) }})
+	}
+	checks = append(checks, ReadyCheck{Name: "consumer", Check: func(context.Context) error {
+		return &waitError{reason: "not started", err: ErrNotReady}
+	}})
+	checks = append(checks, ReadyCheck{Name: "netbox", Check: func(ctx context.Context) error {
+		if err := starting.check("netbox"); err != nil {
+			return err
+		}
+		return t.Check("netbox")
+	}})
+	checks = append(checks, trackedChecks(t, eps)[1:]...)
+	mux.Handle("GET "+PathReadyz, ReadyHandler(checks...))
+	mux.Handle("/", startingHandler())
+	return mux
 }
 
 func waitReady(ctx context.Context, c *consumer.Consumer) {

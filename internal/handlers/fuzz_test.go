@@ -60,6 +60,11 @@ var fuzzVerbs = map[string]fuzzVerb{
 	"node.reboot":          {NodeReboot, []string{"node"}, nil},
 	"vm.config.get":        {VMConfigGet, []string{"vm"}, nil},
 	"vm.list":              {VMList, []string{"node"}, nil},
+	"vm.backup":            {VMBackup, []string{"vm", "storage", "mode", "compress", "notes_template", "protected"}, nil},
+	"vm.migrate":           {VMMigrate, []string{"vm", "target_node", "online", "with_local_disks", "target_storage"}, nil},
+	"vm.delete":            {VMDelete, []string{"vm", "purge", "destroy_unreferenced_disks", "stop_first"}, nil},
+	"command.approve":      {CommandApprove, []string{"command_id", "command_source"}, nil},
+	"command.reject":       {CommandReject, []string{"command_id", "command_source"}, nil},
 }
 
 // fuzzTargets names the fuzz target of each verb (its seed corpus directory).
@@ -78,6 +83,11 @@ var fuzzTargets = map[string]string{
 	"node.reboot":          "FuzzPrepareNodeReboot",
 	"vm.config.get":        "FuzzPrepareVMConfigGet",
 	"vm.list":              "FuzzPrepareVMList",
+	"vm.backup":            "FuzzPrepareVMBackup",
+	"vm.migrate":           "FuzzPrepareVMMigrate",
+	"vm.delete":            "FuzzPrepareVMDelete",
+	"command.approve":      "FuzzPrepareCommandApprove",
+	"command.reject":       "FuzzPrepareCommandReject",
 }
 
 func FuzzPrepareStoragePBSCreate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.create") }
@@ -94,6 +104,11 @@ func FuzzPrepareVMSnapshotRollback(f *testing.F) { fuzzPrepare(f, "vm.snapshot.r
 func FuzzPrepareNodeReboot(f *testing.F)         { fuzzPrepare(f, "node.reboot") }
 func FuzzPrepareVMConfigGet(f *testing.F)        { fuzzPrepare(f, "vm.config.get") }
 func FuzzPrepareVMList(f *testing.F)             { fuzzPrepare(f, "vm.list") }
+func FuzzPrepareVMBackup(f *testing.F)           { fuzzPrepare(f, "vm.backup") }
+func FuzzPrepareVMMigrate(f *testing.F)          { fuzzPrepare(f, "vm.migrate") }
+func FuzzPrepareVMDelete(f *testing.F)           { fuzzPrepare(f, "vm.delete") }
+func FuzzPrepareCommandApprove(f *testing.F)     { fuzzPrepare(f, "command.approve") }
+func FuzzPrepareCommandReject(f *testing.F)      { fuzzPrepare(f, "command.reject") }
 
 // fuzzPrepare runs the checks on the verb's data: the body as given, then the body with a
 // canary at every secret path (and a top-level "password", declared or not).

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
 // GuestRef is the `vm` field every guest verb takes: a name or a vmid (string or number),
@@ -34,6 +35,24 @@ func decodeGuestRef(f *Fields) GuestRef {
 		return GuestRef{VM: strconv.FormatInt(id, 10)}
 	}
 	return GuestRef{VM: f.String("vm", true, guestNamePattern.MatchString)}
+}
+
+// onGuest completes s as a verb on one guest, the input's GuestRef (ref returns it): the
+// guest is the Idempotency-Key's resource, the command holds it alone while it runs, and it
+// journals on the guest's NetBox VM. Without a Locate of s's own the guest is resolved through
+// the cluster's resources.
+func onGuest[In any](s Spec[In], ref func(*In) *GuestRef) Spec[In] {
+	if s.Locate == nil {
+		s.Locate = func(ctx context.Context, c *proxmox.Client, in In) (In, error) {
+			r, err := locateGuest(ctx, c, *ref(&in))
+			*ref(&in) = r
+			return in, err
+		}
+	}
+	s.Resource = func(in In) string { return ref(&in).VM }
+	s.JournalVMID = func(in In) int64 { return ref(&in).guest.VMID }
+	s.Exclusive = func(in In) (string, string) { return store.KindGuest, ref(&in).VM }
+	return s
 }
 
 // locateGuest resolves the reference through the cluster's resources.

@@ -30,6 +30,7 @@ func (r *run) comments(out Outcome, upid string) string {
 		endpoint += " (" + r.endpoint.Name + ")"
 	}
 	bullets = append(bullets, Bullet{"endpoint", endpoint}, Bullet{"dispatched_at", r.started.UTC().Format(time.RFC3339)})
+	bullets = append(bullets, r.approvalBullets()...)
 	if out.Reason != "" {
 		detail := out.Reason
 		if out.Detail != "" {

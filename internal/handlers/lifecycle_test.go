@@ -220,6 +220,13 @@ type lifecycle struct {
 
 func newLifecycle(t *testing.T, sc *script) *lifecycle {
 	t.Helper()
+	return newLifecycleWith(t, sc, nil)
+}
+
+// newLifecycleWith is newLifecycle whose endpoint 1 is changed by tune, with the approval
+// verbs registered too.
+func newLifecycleWith(t *testing.T, sc *script, tune func(*proxmox.EndpointConfig)) *lifecycle {
+	t.Helper()
 	r := testenv.StartRedis(t)
 	c := testenv.NewClock(time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC))
 	st, err := store.New(r.Client, store.Options{Prefix: r.Prefix, LeaseTTL: 30 * time.Second, Now: c.Now})
@@ -229,15 +236,18 @@ func newLifecycle(t *testing.T, sc *script) *lifecycle {
 	pve := simpve.New(simpve.Options{Scenario: "demo", TaskDuration: -1})
 	srv := httptest.NewServer(pve.Handler())
 	t.Cleanup(srv.Close)
-	clients, err := proxmox.NewClients([]proxmox.EndpointConfig{{ID: 1, Name: "lab", URLs: []string{srv.URL},
-		TokenID: simpve.DemoTokenID, TokenSecretEnv: "PVE_SECRET", Timeout: 5 * time.Second, MaxParallel: 4}},
-		func(string) string { return simpve.DemoSecret })
+	ep := proxmox.EndpointConfig{ID: 1, Name: "lab", URLs: []string{srv.URL},
+		TokenID: simpve.DemoTokenID, TokenSecretEnv: "PVE_SECRET", Timeout: 5 * time.Second, MaxParallel: 4}
+	if tune != nil {
+		tune(&ep)
+	}
+	clients, err := proxmox.NewClients([]proxmox.EndpointConfig{ep}, func(string) string { return simpve.DemoSecret })
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := &lifecycle{store: st, clock: c, stream: newStream(), journal: &journal{}}
 	l.p, err = New(Config{
-		Registry: NewRegistry(testVerb(sc)), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
+		Registry: NewRegistry(testVerb(sc), CommandApprove(), CommandReject()), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
 		Publisher: l.stream, History: l.stream,
 		Instance: "test", Now: c.Now, Settings: Settings{MaxAttempts: 3, JournalRetryDelay: time.Millisecond},
 	})
@@ -378,7 +388,7 @@ func TestFailedAttemptsExhaust(t *testing.T) {
 		t.Fatalf("delivery 3: %+v, want dead letter %s", d, ReasonAttemptsExhausted)
 	}
 	res := l.stream.resultsOf(cmd.Ref())
-	if len(res) != 1 || res[0].Status != 503 || res[0].Reason != ReasonAttemptsExhausted || !res[0].JournalFinalized {
+	if len(res) != 1 || res[0].Status != 503 || res[0].Reason != ReasonAttemptsExhausted || !res[0].Finalized() {
 		t.Fatalf("results %+v", res)
 	}
 	if n := l.journal.inProgress(); n != 0 {
@@ -563,7 +573,8 @@ func TestCrashAfterJournalResumes(t *testing.T) {
 }
 
 // TestExhaustedReadsTheRecord: a command whose attempts run out before its claim (here its
-// lookup panics) is not dead-lettered when its record says it finished — its ack was lost —
+// lookup panics) is not dead-lettered when its record says it finished — a duplicate publish
+// of it, each delivered for the first time (a redelivery is answered from the record at once) —
 // but answered from the record; nor when another delivery holds its claim.
 func TestExhaustedReadsTheRecord(t *testing.T) {
 	t.Parallel()
@@ -578,7 +589,7 @@ func TestExhaustedReadsTheRecord(t *testing.T) {
 	sc.locate = func() error { panic("lookup broke") }
 	sc.mu.Unlock()
 	for n := uint64(2); n <= 4; n++ {
-		d := l.deliver(done, n)
+		d := l.deliver(done, 1)
 		if d.Action == events.DeadLetter {
 			t.Fatalf("delivery %d of a finished command: dead-lettered", n)
 		}

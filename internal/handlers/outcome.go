@@ -141,6 +141,9 @@ func classify(err error) (Outcome, failure) {
 	case errors.As(err, &taskErr):
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID,
 			Detail: "task exit status: " + taskErr.ExitStatus}, final
+	case errors.Is(err, proxmox.ErrUnauthorized), netbox.ShouldWait(err):
+		// A refused token is fixed by the operator, not by the command: it waits.
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, unavailable
 	case errors.As(err, &apiErr) && !proxmox.IsTransient(err):
 		return Outcome{
 			Status: 502, Result: ResultFailed, Reason: ReasonProxmoxRefused,
@@ -152,6 +155,21 @@ func classify(err error) (Outcome, failure) {
 	default:
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, attemptFailed
 	}
+}
+
+// waitDetail is the detail of the `retrying` step of a command that waits for err before any
+// write: a token refused by Proxmox (401) or by NetBox (401/403) says so and what to fix;
+// anything else is fallback. The texts are fixed, so consecutive waits for one cause publish
+// one step.
+func waitDetail(err error, fallback string) string {
+	switch {
+	case errors.Is(err, proxmox.ErrUnauthorized):
+		return "Proxmox refused the endpoint's API token (HTTP 401); fix token_id or its secret in the endpoints file; nothing was written; waiting"
+	case errors.Is(err, netbox.ErrUnauthorized):
+		return fmt.Sprintf("NetBox refused the token (HTTP %d); fix --netbox-token (PROXBUS_NETBOX_TOKEN) or its permissions in NetBox; waiting",
+			netbox.StatusOf(err))
+	}
+	return fallback
 }
 
 // guestLookupDetail is the detail of vm_not_found and vm_ambiguous when err is a failed guest

@@ -82,6 +82,12 @@ type Settings struct {
 	// ConfirmFor is how long a verb's Confirm looks for an interrupted write's effect whose task
 	// may still run before it answers that the write cannot be confirmed.
 	ConfirmFor time.Duration
+	// CommandMaxAge is how old a command may be when it would first start (contract §4 step
+	// 0): measured from its time attribute, else from its arrival in the stream; an older one is
+	// answered 410 command_expired and does nothing.
+	CommandMaxAge time.Duration
+	// ApprovalPoll is how often a command awaiting approval looks whether it was decided.
+	ApprovalPoll time.Duration
 	// JournalRetries is how often a failed terminal journal update is retried.
 	JournalRetries int
 	// JournalRetryDelay is the pause before each retry.
@@ -95,6 +101,8 @@ func (s Settings) WithDefaults() Settings {
 	config.Default(&s.BusyDelay, DefaultBusyDelay)
 	config.Default(&s.MaxWait, DefaultMaxWait)
 	config.Default(&s.ConfirmFor, DefaultConfirmFor)
+	config.Default(&s.CommandMaxAge, DefaultCommandMaxAge)
+	config.Default(&s.ApprovalPoll, DefaultApprovalPoll)
 	config.Default(&s.JournalRetries, DefaultJournalRetries)
 	config.Default(&s.JournalRetryDelay, DefaultJournalRetryDelay)
 	return s
@@ -107,6 +115,8 @@ func (s Settings) validate() error {
 		config.Named("BusyDelay", s.BusyDelay),
 		config.Named("MaxWait", s.MaxWait),
 		config.Named("ConfirmFor", s.ConfirmFor),
+		config.Named("CommandMaxAge", s.CommandMaxAge),
+		config.Named("ApprovalPoll", s.ApprovalPoll),
 		config.Named("JournalRetries", s.JournalRetries),
 		config.Named("JournalRetryDelay", s.JournalRetryDelay),
 	)
@@ -186,6 +196,7 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Deli
 		origin:   events.OriginOf(cmd),
 		log:      p.cfg.Logger.With("command_id", cmd.ID, "command_source", cmd.Source, "verb", cmd.Verb, "delivery", d.Number),
 	}
+	r.origin.Delivery = d.StreamSeq
 	defer func() {
 		if v := recover(); v != nil {
 			r.log.Error("pipeline panicked", "panic", fmt.Sprint(v))

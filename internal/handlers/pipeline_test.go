@@ -38,6 +38,7 @@ func TestNewRefusesUnworkableConfig(t *testing.T) {
 		{"negative attempts", func(c *Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
 		{"negative busy delay", func(c *Config) { c.BusyDelay = -time.Second }, "BusyDelay"},
 		{"negative journal retries", func(c *Config) { c.JournalRetries = -1 }, "JournalRetries"},
+		{"negative command max age", func(c *Config) { c.CommandMaxAge = -time.Minute }, "CommandMaxAge"},
 	}
 	for _, tc := range cases {
 		cfg := full()
@@ -51,7 +52,7 @@ func TestNewRefusesUnworkableConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Settings{MaxAttempts: DefaultMaxAttempts, BusyDelay: DefaultBusyDelay, MaxWait: DefaultMaxWait,
-		ConfirmFor: DefaultConfirmFor, JournalRetries: DefaultJournalRetries, JournalRetryDelay: DefaultJournalRetryDelay}
+		ConfirmFor: DefaultConfirmFor, CommandMaxAge: DefaultCommandMaxAge, ApprovalPoll: DefaultApprovalPoll, JournalRetries: DefaultJournalRetries, JournalRetryDelay: DefaultJournalRetryDelay}
 	if p.cfg.Settings != want {
 		t.Errorf("settings = %+v, want the defaults %+v", p.cfg.Settings, want)
 	}

@@ -19,7 +19,7 @@ func (p *Pipeline) repairJournal(ctx context.Context, rep store.Repair, by, trac
 	}
 	rec, ok := p.storedRecord(ctx, rep.Command)
 	if ok {
-		rec.Result.JournalFinalized = true
+		rec.Result.JournalFinalized = new(true)
 		rec.Result.Status, rec.Result.Reason = rec.RealStatus, rec.RealReason
 		if raw, err := json.Marshal(rec); err == nil {
 			if err := p.cfg.Store.UpdateResult(ctx, rep.Command, raw); err != nil {

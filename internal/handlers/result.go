@@ -23,18 +23,17 @@ type record struct {
 // result builds the result event payload for an outcome (contract §3), secrets scrubbed.
 func (r *run) result(out Outcome, journal journalState) events.Result {
 	res := events.Result{
-		CommandID:        r.cmd.ID,
-		CommandSource:    r.cmd.Source,
-		Verb:             r.cmd.Verb,
-		Status:           out.Status,
-		Result:           out.Result,
-		Reason:           out.Reason,
-		Detail:           r.scrub(out.Detail),
-		Fields:           out.Fields,
-		ProxmoxStatus:    out.ProxmoxStatus,
-		JournalEntryURL:  journal.url,
-		JournalFinalized: journal.finalized,
-		IdempotencyKey:   r.cmd.IdempotencyKey,
+		CommandID:       r.cmd.ID,
+		CommandSource:   r.cmd.Source,
+		Verb:            r.cmd.Verb,
+		Status:          out.Status,
+		Result:          out.Result,
+		Reason:          out.Reason,
+		Detail:          r.scrub(out.Detail),
+		Fields:          out.Fields,
+		ProxmoxStatus:   out.ProxmoxStatus,
+		JournalEntryURL: journal.url,
+		IdempotencyKey:  r.cmd.IdempotencyKey,
 	}
 	if r.cmd.HasEndpointID {
 		id := r.cmd.EndpointID
@@ -45,11 +44,21 @@ func (r *run) result(out Outcome, journal journalState) events.Result {
 			res.Output = []byte(r.scrub(string(raw)))
 		}
 	}
+	if journal.url != "" {
+		res.JournalFinalized = new(journal.finalized)
+	}
 	if journal.url != "" && !journal.finalized {
 		res.Status = 502
 		res.Reason = ReasonJournalFinalization
 	}
 	return res
+}
+
+// record returns the stored form of an outcome, and the result it holds.
+func (r *run) record(out Outcome, journal journalState) ([]byte, events.Result, error) {
+	res := r.result(out, journal)
+	raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason})
+	return raw, res, err
 }
 
 // answer publishes the result of an outcome that is not stored and says Ack; when the result
@@ -99,7 +108,7 @@ func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
 		r.log.Error("stored result unreadable", "err", err)
 		return r.failed(ctx, "replay", fmt.Errorf("%w: stored result unreadable: %w", errInternal, err))
 	}
-	if !rec.Result.JournalFinalized && rec.Result.JournalEntryURL != "" {
+	if rec.Result.JournalPending() {
 		rec = r.repairByReplay(context.WithoutCancel(ctx), rec)
 	}
 	replayed := true

@@ -223,8 +223,8 @@ func (e *rtEnv) run(t *testing.T, verb, id, data string, status int, result stri
 	if d.Action != events.Ack {
 		t.Fatalf("%s %s: decision %+v, want done", verb, id, d)
 	}
-	if res := e.pub.result(t, id); res.Status != status || res.Result != result || !res.JournalFinalized {
-		t.Fatalf("%s %s: result %d %s (journal finalized %v), want %d %s", verb, id, res.Status, res.Result, res.JournalFinalized, status, result)
+	if res := e.pub.result(t, id); res.Status != status || res.Result != result || !res.Finalized() {
+		t.Fatalf("%s %s: result %d %s (journal finalized %v), want %d %s", verb, id, res.Status, res.Result, res.Finalized(), status, result)
 	}
 }
 

@@ -3,7 +3,6 @@ package handlers
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,6 +36,8 @@ type run struct {
 	// wrote is set once this delivery holds a command whose write may have been sent: no
 	// failure of it is counted or answered as failed from then on.
 	wrote bool
+	// approval is the decision on a command that needed approval, journaled with it.
+	approval *store.Approval
 
 	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
 	seq     int
@@ -50,8 +51,9 @@ type journalState struct {
 	finalized bool
 }
 
-// noJournal is the journal state of outcomes that are never journaled (gate refusals, reads).
-var noJournal = journalState{finalized: true}
+// noJournal is the journal state of outcomes that have no journal entry (gate refusals,
+// reads, expiry, cancellation): their results carry no journal_finalized.
+var noJournal = journalState{}
 
 // failure classes: what a verb's or dependency's error means for the command.
 type failure int
@@ -90,16 +92,30 @@ func (r *run) recall(ctx context.Context) (events.Disposition, bool) {
 
 func (r *run) handle(ctx context.Context) events.Disposition {
 	r.started = r.p.cfg.Now()
+	if why := r.expiry(); why != "" {
+		if disp, done := r.expire(ctx, why); done {
+			return disp
+		}
+	}
+	if r.verb.VerbAccess() == Control {
+		return r.control(ctx)
+	}
+	if r.delivery.Number > 1 && r.verb.VerbAccess() == Write {
+		// it may have finished meanwhile, or been cancelled while it waited
+		if disp, done := r.fromRecord(ctx); done {
+			return disp
+		}
+	}
 	if out, transient := r.gate(ctx); out != nil {
 		if transient {
 			return r.wait(ctx, "gate", events.StepRetrying, out.Detail, r.waitDelay())
 		}
-		return r.answer(ctx, *out, noJournal)
+		return r.refuse(ctx, *out)
 	}
 	prep, invalid := r.verb.prepare(r.cmd.Data)
 	r.prep = prep
 	switch {
-	case invalid != nil && r.verb.VerbAccess() == Read:
+	case invalid != nil && (r.verb.VerbAccess() == Read || r.cmd.DryRun): // a dry run journals nothing
 		return r.answer(ctx, *invalid, noJournal)
 	case invalid != nil:
 		return r.refuseInvalid(ctx, *invalid)
@@ -114,6 +130,14 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 	if r.verb.VerbAccess() == Read {
 		return r.read(ctx)
 	}
+	if r.cmd.DryRun {
+		return r.dryRun(ctx)
+	}
+	if r.client.Endpoint().Approval.Needs(r.cmd.Verb) {
+		if disp, waits := r.awaitApproval(ctx); waits {
+			return disp
+		}
+	}
 	return r.write(ctx)
 }
 
@@ -125,7 +149,7 @@ func (r *run) settleBeforeWrite(ctx context.Context, stage string, err error, an
 	switch class {
 	case unavailable:
 		r.log.Info("dependency unavailable before any write; waiting", "stage", stage, "err", r.scrub(err.Error()))
-		return r.wait(ctx, stage, events.StepRetrying, "Proxmox is unavailable; nothing was written", r.waitDelay())
+		return r.wait(ctx, stage, events.StepRetrying, waitDetail(err, "Proxmox is unavailable; nothing was written"), r.waitDelay())
 	case attemptFailed:
 		return r.failed(ctx, stage, err)
 	}
@@ -150,13 +174,38 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound}, false
 	case err != nil:
 		r.log.Warn("gate: netbox unavailable", "err", err)
-		return &Outcome{Status: 503, Result: ResultFailed, Reason: ReasonNetBoxUnavailable, Detail: "NetBox did not answer the endpoint lookup"}, true
+		return &Outcome{Status: 503, Result: ResultFailed, Reason: ReasonNetBoxUnavailable, Detail: waitDetail(err, "NetBox did not answer the endpoint lookup")}, true
 	}
 	r.endpoint, r.client = ep, client
 	if r.verb.VerbAccess() == Write && !ep.AllowWrites {
 		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: cmp.Or(ep.WritesClosedReason, "allow_writes is not true in NetBox")}, false
 	}
 	return nil, false
+}
+
+// refuse answers a gate refusal. A write command cancelled before its delivery is answered
+// from its record instead, so it has one outcome.
+func (r *run) refuse(ctx context.Context, out Outcome) events.Disposition {
+	if r.verb.VerbAccess() == Write {
+		if disp, done := r.fromRecord(ctx); done {
+			return disp
+		}
+	}
+	return r.answer(ctx, out, noJournal)
+}
+
+// fromRecord answers a command whose outcome is already stored, from its record, and reports
+// true; it reports false when the command has no stored outcome. An unreachable store is
+// waited for.
+func (r *run) fromRecord(ctx context.Context) (events.Disposition, bool) {
+	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err), true
+	case state == store.Finished:
+		return r.replay(ctx, raw), true
+	}
+	return events.Disposition{}, false
 }
 
 // read runs a read verb: no idempotency, no journal.
@@ -168,9 +217,18 @@ func (r *run) read(ctx context.Context) events.Disposition {
 	return r.answer(ctx, out, noJournal)
 }
 
-// refuseInvalid is contract §4 step 2 for a write verb: one terminal warning entry, no Proxmox
-// call, and the outcome stored so a redelivery does not journal twice.
+// refuseInvalid is contract §4 step 2 for a write verb: one terminal warning entry on the
+// endpoint, no Proxmox call, and the outcome stored so a redelivery does not journal twice.
 func (r *run) refuseInvalid(ctx context.Context, out Outcome) events.Disposition {
+	return r.refuseJournaled(ctx, out, func(context.Context) (string, int64, error) {
+		return netbox.ObjectTypeEndpoint, r.cmd.EndpointID, nil
+	})
+}
+
+// refuseJournaled answers a write command that is refused before anything was dispatched (an
+// invalid body, a rejected approval) with one terminal warning entry on the object target
+// names, no Proxmox call, and the outcome stored so a redelivery does not journal twice.
+func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(context.Context) (string, int64, error)) events.Disposition {
 	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
 	if err != nil {
 		return r.storeDown(ctx, err)
@@ -187,16 +245,20 @@ func (r *run) refuseInvalid(ctx context.Context, out Outcome) events.Disposition
 	entry := claim.Progress
 	comments := r.comments(out, "")
 	if entry.JournalID == 0 {
-		ref, err := r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
-			ObjectType: netbox.ObjectTypeEndpoint, ObjectID: r.cmd.EndpointID, Kind: netbox.KindWarning, Comments: comments,
-		})
+		objectType, objectID, err := target(ctx)
+		var ref netbox.JournalRef
+		if err == nil {
+			ref, err = r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
+				ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindWarning, Comments: comments,
+			})
+		}
 		switch {
 		case err == nil:
 			journal = journalState{url: ref.URL, finalized: true}
-		case netbox.IsTransient(err):
+		case netbox.ShouldWait(err):
 			r.log.Warn("journal: invalid body entry not written; waiting for NetBox", "err", err)
 			r.release(ctx, claim.Lease)
-			return r.wait(ctx, "journal", events.StepRetrying, "NetBox is unavailable", r.waitDelay())
+			return r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable"), r.waitDelay())
 		default:
 			r.log.Warn("journal: invalid body entry refused", "err", err)
 		}
@@ -269,10 +331,10 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 			})
 		}
 		if err != nil {
-			if netbox.IsTransient(err) {
+			if netbox.ShouldWait(err) {
 				r.log.Warn("journal: write-ahead entry not written; nothing dispatched; waiting for NetBox", "err", err)
 				r.release(ctx, lease)
-				return r.wait(ctx, "journal", events.StepRetrying, "NetBox is unavailable; nothing was dispatched", r.waitDelay())
+				return r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable; nothing was dispatched"), r.waitDelay())
 			}
 			r.log.Warn("journal: write-ahead entry refused; nothing dispatched", "err", err)
 			out := Outcome{Status: 503, Result: ResultFailed, Reason: ReasonJournalUnavailable, Detail: "NetBox refused the write-ahead journal entry; nothing was dispatched"}
@@ -351,7 +413,7 @@ func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err e
 		return r.wait(ctx, "dispatch", events.StepRetrying, "interrupted after the write may have been sent; it will be confirmed by reading, never sent twice", r.waitDelay())
 	case class == unavailable:
 		r.log.Info("dispatch: dependency unavailable before any write; waiting", "err", r.scrub(err.Error()))
-		return r.wait(ctx, "dispatch", events.StepRetrying, "Proxmox is unavailable; nothing was written", r.waitDelay())
+		return r.wait(ctx, "dispatch", events.StepRetrying, waitDetail(err, "Proxmox is unavailable; nothing was written"), r.waitDelay())
 	}
 	return r.failedClaimed(ctx, lease, x.progress, "dispatch", err)
 }
@@ -379,14 +441,14 @@ func (r *run) recoverProgress(ctx context.Context, lease store.Lease) (store.Pro
 	if yerr := r.p.cfg.Store.Yield(ctx, lease); yerr != nil && !errors.Is(yerr, store.ErrLeaseLost) {
 		r.log.Warn("store: yield failed", "err", yerr)
 	}
-	return store.Progress{}, r.wait(ctx, "journal", events.StepRetrying, "NetBox is unavailable; the interrupted attempt's journal entry cannot be searched", r.waitDelay()), false
+	return store.Progress{}, r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable; the interrupted attempt's journal entry cannot be searched"), r.waitDelay()), false
 }
 
 // refuseReused answers 422 idempotency_key_reused without journaling or writing.
 func (r *run) refuseReused(ctx context.Context) events.Disposition {
 	out := Outcome{Status: 422, Result: ResultRefused, Reason: ReasonIdempotencyKeyReused, Detail: "the Idempotency-Key was used with a different request"}
-	res := r.result(out, noJournal)
-	if raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason}); err == nil {
+	raw, res, err := r.record(out, noJournal)
+	if err == nil {
 		if err := r.p.cfg.Store.CompleteReplay(ctx, r.key(), raw); err != nil {
 			r.log.Warn("store: refusal not recorded", "err", err)
 		}
@@ -398,8 +460,7 @@ func (r *run) refuseReused(ctx context.Context) events.Disposition {
 // result first-hand. A store failure leaves the message unacked: the redelivery resumes the
 // command, which confirms by reading.
 func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, journal journalState) events.Disposition {
-	res := r.result(out, journal)
-	raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason})
+	raw, res, err := r.record(out, journal)
 	if err != nil {
 		return r.failed(ctx, "encode", err)
 	}
@@ -407,8 +468,11 @@ func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, jour
 		r.log.Warn("store: outcome not recorded; the command will be resumed and confirmed", "err", err)
 		return r.wait(ctx, "store", events.StepRetrying, "the store is unavailable; the outcome will be confirmed", r.waitDelay())
 	}
-	r.log.Info("command finished", "status", res.Status, "result", res.Result, "reason", res.Reason,
-		"journal_finalized", res.JournalFinalized, "duration", r.p.cfg.Now().Sub(r.started))
+	attrs := []any{"status", res.Status, "result", res.Result, "reason", res.Reason, "duration", r.p.cfg.Now().Sub(r.started)}
+	if res.JournalFinalized != nil {
+		attrs = append(attrs, "journal_finalized", *res.JournalFinalized)
+	}
+	r.log.Info("command finished", attrs...)
 	return r.publishResult(ctx, res)
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // Access says whether a verb changes Proxmox. Reads skip the allow_writes check, idempotency
-// and the journal (contract §4).
+// and the journal (contract §4); control verbs skip the gate too.
 type Access int
 
 const (
@@ -18,6 +18,9 @@ const (
 	Read Access = iota
 	// Write verbs change Proxmox and go through every pipeline step.
 	Write
+	// Control verbs act on other commands (command.approve, command.reject): no endpoint, no
+	// Proxmox and no journal of their own; the pipeline runs them itself.
+	Control
 )
 
 // Bullet is one "- name: value" line of a journal comment. Values must never be secrets.
@@ -200,5 +203,10 @@ func Builtin() []Verb {
 		VMConfigGet(),
 		VMList(),
 		VMProvision(),
+		VMBackup(),
+		VMMigrate(),
+		VMDelete(),
+		CommandApprove(),
+		CommandReject(),
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
-	"github.com/proxbus/proxbus/internal/store"
 )
 
 // PowerInput is the data of the guest power verbs: the guest and, for stop and reboot, force.
@@ -21,7 +20,7 @@ type PowerInput struct {
 // verb's effect is in place: a resumed command confirms by reading and never sends twice.
 func powerVerb(name, step string, withForce bool, noOp string, settled func(status string) bool,
 	op func(ctx context.Context, c *proxmox.Client, g proxmox.Guest, force bool) (proxmox.TaskResult, error)) Verb {
-	return Spec[PowerInput]{
+	return onGuest(Spec[PowerInput]{
 		Name:   name,
 		Access: Write,
 		Decode: func(f *Fields) PowerInput {
@@ -31,14 +30,6 @@ func powerVerb(name, step string, withForce bool, noOp string, settled func(stat
 			}
 			return in
 		},
-		Locate: func(ctx context.Context, c *proxmox.Client, in PowerInput) (PowerInput, error) {
-			ref, err := locateGuest(ctx, c, in.GuestRef)
-			in.GuestRef = ref
-			return in, err
-		},
-		Resource:    func(in PowerInput) string { return in.VM },
-		JournalVMID: func(in PowerInput) int64 { return in.guest.VMID },
-		Exclusive:   func(in PowerInput) (string, string) { return store.KindGuest, in.VM },
 		Describe: func(in PowerInput) []Bullet {
 			b := guestBullets(in.guest)
 			if withForce {
@@ -65,7 +56,7 @@ func powerVerb(name, step string, withForce bool, noOp string, settled func(stat
 			return Outcome{Status: 200, Result: ResultOK, UPID: lastUPID(res.UPIDs), Output: guestOutput(in.guest, res.UPIDs)}, nil
 		},
 		Confirm: confirmPower(settled),
-	}
+	}, func(in *PowerInput) *GuestRef { return &in.GuestRef })
 }
 
 // confirmPower reads the guest after an interrupted attempt: its effect in place → ok. Nil
@@ -95,6 +86,9 @@ func confirmPower(settled func(string) bool) func(ctx context.Context, x *Exec, 
 // ConfirmFor: an interrupted write's task may still be running. It returns check's error at
 // once.
 func (x *Exec) untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, error)) (bool, error) {
+	if x.plan != nil { // a dry run: what a planned write would have made never appears
+		return check(ctx)
+	}
 	pause := confirmPause
 	for deadline := time.Now().Add(x.r.p.cfg.ConfirmFor); ; {
 		done, err := check(ctx)

@@ -128,7 +128,7 @@ func (p *provision) downloadOverSSH(ctx context.Context) (string, *Outcome) {
 	}
 	var path string
 	_, err = p.write(ctx, stepImportImage, "the node downloads the image over SSH", func(ctx context.Context) (string, error) {
-		sh, err := proxmox.DialNodeShell(ctx, ssh, host)
+		sh, err := p.x.Proxmox.NodeShell(ctx, host)
 		if err != nil {
 			return "", err
 		}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/proxmox"
-	"github.com/proxbus/proxbus/internal/store"
 )
 
 // SnapshotInput is the data of the snapshot verbs.
@@ -48,14 +47,11 @@ func locateSnapshot(ctx context.Context, c *proxmox.Client, in SnapshotInput) (S
 func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, success Outcome,
 	judge func(in SnapshotInput, existing *proxmox.Snapshot) *Outcome, present func(exists bool) bool,
 	op func(ctx context.Context, c *proxmox.Client, in SnapshotInput) (proxmox.TaskResult, error)) Verb {
-	return Spec[SnapshotInput]{
-		Name:        name,
-		Access:      Write,
-		Decode:      decode,
-		Locate:      locateSnapshot,
-		Resource:    func(in SnapshotInput) string { return in.VM },
-		JournalVMID: func(in SnapshotInput) int64 { return in.guest.VMID },
-		Exclusive:   func(in SnapshotInput) (string, string) { return store.KindGuest, in.VM },
+	return onGuest(Spec[SnapshotInput]{
+		Name:   name,
+		Access: Write,
+		Decode: decode,
+		Locate: locateSnapshot,
 		Describe: func(in SnapshotInput) []Bullet {
 			return append(guestBullets(in.guest), Bullet{"snapshot", in.Snapshot})
 		},
@@ -90,7 +86,7 @@ func snapshotVerb(name, step string, decode func(f *Fields) SnapshotInput, succe
 			return out, nil
 		},
 		Confirm: confirmSnapshot(success, present),
-	}
+	}, func(in *SnapshotInput) *GuestRef { return &in.GuestRef })
 }
 
 // judgeCreate (contract §9): a snapshot of that name whose description and memory state

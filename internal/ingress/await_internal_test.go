@@ -33,7 +33,7 @@ func TestStoredResult(t *testing.T) {
 	}
 	emitter := events.NewEmitter(subjects, "test")
 	_, step, _ := emitter.Event(origin, events.Step{Seq: 1, Step: "gate", Status: events.StepDone})
-	_, res, _ := emitter.Event(origin, events.Result{Status: 409, Result: "refused", Reason: "storage_conflict", JournalFinalized: true, Replayed: true})
+	_, res, _ := emitter.Event(origin, events.Result{Status: 409, Result: "refused", Reason: "storage_conflict", JournalFinalized: new(true), Replayed: true})
 	for _, m := range []*nats.Msg{step, res} {
 		if _, err := n.JS.PublishMsg(ctx, m); err != nil {
 			t.Fatalf("publish: %v", err)

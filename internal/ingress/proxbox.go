@@ -43,7 +43,8 @@ type Pending struct {
 // handlePBS is POST /proxmox/storage/pbs?endpoint_id={id}: the body is storage.pbs.create's
 // data, Idempotency-Key and X-Proxbox-Actor become the command's idempotencykey and actor. The
 // answer is the result event: its status as the HTTP status, the result as the body
-// (journal_finalized always present). A missing endpoint_id is left to the pipeline's gate
+// (journal_finalized always present, as in proxbox-api's answers: true when the command has no
+// journal entry, since nothing is left to finalize). A missing endpoint_id is left to the pipeline's gate
 // (403 endpoint_id_required), like proxbox-api's.
 func (s *Server) handlePBS(w http.ResponseWriter, r *http.Request) {
 	if !s.frontAuthorized(r) {
@@ -119,6 +120,9 @@ func (s *Server) handlePBS(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("proxbox front answered", "command_id", cmd.ID, "endpoint_id", cmd.EndpointID, "status", status,
 		"result", res.Result, "reason", res.Reason, "replayed", res.Replayed)
+	if res.JournalFinalized == nil {
+		res.JournalFinalized = new(true) // proxbox-api's answers always carry it: nothing is left to finalize
+	}
 	writeJSON(w, status, res)
 }
 

@@ -103,12 +103,12 @@ func startFakePipeline(t *testing.T, h *harness) *fakePipeline {
 // scripted is the result the real pipeline gives for each storage name of the tests.
 func scripted(cmd events.Command, storage string) events.Result {
 	ep := cmd.EndpointID
-	r := events.Result{EndpointID: &ep, JournalEntryURL: "/api/extras/journal-entries/1/", JournalFinalized: true, IdempotencyKey: cmd.IdempotencyKey}
+	r := events.Result{EndpointID: &ep, JournalEntryURL: "/api/extras/journal-entries/1/", JournalFinalized: new(true), IdempotencyKey: cmd.IdempotencyKey}
 	switch {
 	case !cmd.HasEndpointID:
-		r = events.Result{Status: 403, Result: "refused", Reason: "endpoint_id_required", JournalFinalized: true}
+		r = events.Result{Status: 403, Result: "refused", Reason: "endpoint_id_required"} // no journal entry: no journal_finalized
 	case cmd.EndpointID == 2:
-		r = events.Result{EndpointID: &ep, Status: 403, Result: "refused", Reason: "endpoint_writes_disabled", JournalFinalized: true}
+		r = events.Result{EndpointID: &ep, Status: 403, Result: "refused", Reason: "endpoint_writes_disabled"}
 	case storage == "new":
 		r.Status, r.Result = 201, "created"
 	case storage == "same":
@@ -120,7 +120,7 @@ func scripted(cmd events.Command, storage string) events.Result {
 	case storage == "down":
 		r.Status, r.Result, r.Reason = 502, "failed", "proxmox_unreachable"
 	case storage == "journal":
-		r.Status, r.Result, r.Reason, r.JournalFinalized = 502, "created", "netbox_journal_finalization_failed", false
+		r.Status, r.Result, r.Reason, r.JournalFinalized = 502, "created", "netbox_journal_finalization_failed", new(false)
 	}
 	return r
 }
@@ -138,7 +138,8 @@ func frontHarness(t *testing.T, timeout time.Duration) (*harness, *fakePipeline)
 }
 
 // TestFrontStatuses: the front answers with the result's HTTP status and the result as body
-// (journal_finalized always present), and the headers reach the command.
+// (journal_finalized always present, as proxbox-api answers: true for a result without a
+// journal entry), and the headers reach the command.
 func TestFrontStatuses(t *testing.T) {
 	t.Parallel()
 	h, fake := frontHarness(t, 20*time.Second)
@@ -174,7 +175,7 @@ func TestFrontStatuses(t *testing.T) {
 				t.Fatalf("answer: %v", err)
 			}
 			if res.Status != tc.wantStatus || res.Result != tc.wantResult || res.Reason != tc.wantReason ||
-				res.JournalFinalized != tc.wantFinalized || res.Verb != ingress.PBSVerb || res.Replayed {
+				res.Finalized() != tc.wantFinalized || res.Verb != ingress.PBSVerb || res.Replayed {
 				t.Errorf("result %+v", res)
 			}
 			if !strings.Contains(string(out), `"journal_finalized":`) {

@@ -2,6 +2,7 @@ package netbox
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,15 +75,32 @@ func New(cfg Config) (*Client, error) {
 // BaseURL returns the normalised base URL (no trailing slash, no /api).
 func (c *Client) BaseURL() string { return c.base }
 
-// Ping checks that NetBox answers an authenticated GET /api/status/ with 2xx. It is the
-// readiness probe; it returns ErrUnauthorized for a bad token and ErrUnavailable when
-// NetBox cannot be reached.
+// Ping checks that NetBox answers an authenticated GET /api/status/ with its status document
+// (a JSON object naming the netbox-version). It is the start-up and readiness probe; it
+// returns ErrUnauthorized for a refused token (401/403), ErrUnavailable when NetBox cannot be
+// reached or is busy (network errors, timeouts, 408, 429, 5xx), ErrNotNetBox when the URL
+// answers but not as NetBox (404, or a 2xx that is not the status document) and ErrRejected
+// for any other answer.
 func (c *Client) Ping(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	_, resp, err := c.api.StatusAPI.StatusRetrieve(ctx).Execute()
-	_, err = c.check("ping", resp, err)
-	return err
+	status, resp, err := c.api.StatusAPI.StatusRetrieve(ctx).Execute()
+	undecoded, err := c.check("ping", resp, err)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return newError("ping", ErrNotNetBox, http.StatusNotFound, nil, "GET /api/status/ is not found", nil, c.secrets)
+	case err != nil:
+		return err
+	case undecoded != nil:
+		status = nil
+		if json.Unmarshal(undecoded, &status) != nil {
+			return newError("ping", ErrNotNetBox, resp.StatusCode, nil, "the answer to GET /api/status/ is not JSON", nil, c.secrets)
+		}
+	}
+	if v, ok := status["netbox-version"].(string); !ok || v == "" {
+		return newError("ping", ErrNotNetBox, resp.StatusCode, nil, "the answer to GET /api/status/ names no netbox-version", nil, c.secrets)
+	}
+	return nil
 }
 
 // check classifies the outcome of a go-netbox call, whose request ran under a deadline of the

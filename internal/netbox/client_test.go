@@ -3,6 +3,7 @@ package netbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -34,13 +35,19 @@ func TestNew(t *testing.T) {
 		{"no token", "https://netbox.example.net", "", true, ""},
 		{"token with newline", "https://netbox.example.net", canary + "\nX-Evil: 1", true, ""},
 	}
+	// Which setting each refusal names: callers name their flag for it.
+	sentinel := map[string]error{"no token": netbox.ErrBadToken, "token with newline": netbox.ErrBadToken}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c, err := netbox.New(netbox.Config{URL: tc.url, Token: tc.token})
 			if tc.wantErr {
-				if !errors.Is(err, config.ErrInvalid) {
-					t.Fatalf("err = %v, want config.ErrInvalid", err)
+				want := netbox.ErrBadURL
+				if e, ok := sentinel[tc.name]; ok {
+					want = e
+				}
+				if !errors.Is(err, config.ErrInvalid) || !errors.Is(err, want) {
+					t.Fatalf("err = %v, want config.ErrInvalid and %v", err, want)
 				}
 				if strings.Contains(err.Error(), canary) {
 					t.Fatalf("error text contains the token: %v", err)
@@ -170,6 +177,46 @@ func TestAuthSchemes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPingNotNetBox: a URL that answers, but not as NetBox's API, is ErrNotNetBox (the URL is
+// wrong), never transient; a refused token is ErrUnauthorized; ShouldWait is true only for
+// what a command waits out (unavailable or a refused token).
+func TestPingNotNetBox(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, contentType, body string
+		status                  int
+		want                    error
+	}{
+		{"404", "text/html", "<h1>Not Found</h1>", 404, netbox.ErrNotNetBox},
+		{"an HTML page", "text/html", "<html>welcome</html>", 200, netbox.ErrNotNetBox},
+		{"JSON without netbox-version", "application/json", `{"status":"ok"}`, 200, netbox.ErrNotNetBox},
+		{"refused token", "application/json", `{"detail":"Invalid v1 token"}`, 403, netbox.ErrUnauthorized},
+		{"401", "application/json", `{"detail":"Authentication credentials were not provided."}`, 401, netbox.ErrUnauthorized},
+		{"busy", "application/json", `{}`, 503, netbox.ErrUnavailable},
+		{"NetBox", "application/json", `{"netbox-version":"4.5.0","django-version":"5.2"}`, 200, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := newClient(t, stub(t, tt.status, tt.contentType, tt.body), simnetbox.TokenV1, time.Second)
+			err := c.Ping(context.Background())
+			if !errors.Is(err, tt.want) || (tt.want == nil) != (err == nil) {
+				t.Fatalf("Ping = %v, want %v", err, tt.want)
+			}
+			wait := tt.want == netbox.ErrUnauthorized || tt.want == netbox.ErrUnavailable
+			if err != nil && netbox.ShouldWait(err) != wait {
+				t.Errorf("ShouldWait(%v) = %v, want %v", err, !wait, wait)
+			}
+			if err != nil && tt.status != 200 && netbox.StatusOf(err) != tt.status {
+				t.Errorf("StatusOf = %d, want %d", netbox.StatusOf(err), tt.status)
+			}
+		})
+	}
+	if netbox.ShouldWait(fmt.Errorf("x: %w", netbox.ErrRejected)) || netbox.ShouldWait(netbox.ErrNotFound) || netbox.StatusOf(errors.New("x")) != 0 {
+		t.Error("ShouldWait or StatusOf of a rejection, a not-found or a foreign error")
 	}
 }
 

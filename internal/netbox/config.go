@@ -1,6 +1,7 @@
 package netbox
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -28,23 +29,33 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
+// What [New] refuses, each wrapped together with config.ErrInvalid, so that a caller can name
+// its own setting (a flag) for it.
+var (
+	// ErrBadURL: Config.URL does not parse, is not http(s), has no host, or carries
+	// credentials, a query or a fragment.
+	ErrBadURL = errors.New("unusable NetBox URL")
+	// ErrBadToken: Config.Token is empty or contains whitespace.
+	ErrBadToken = errors.New("unusable NetBox token")
+)
+
 // baseURL validates raw and returns it without a trailing slash or /api.
 func baseURL(raw string) (string, error) {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
-		return "", fmt.Errorf("netbox: %w: URL does not parse", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: it does not parse", config.ErrInvalid, ErrBadURL)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", fmt.Errorf("netbox: %w: URL scheme must be http or https", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: its scheme must be http or https", config.ErrInvalid, ErrBadURL)
 	}
 	if u.Host == "" {
-		return "", fmt.Errorf("netbox: %w: URL has no host", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: it has no host", config.ErrInvalid, ErrBadURL)
 	}
 	if u.User != nil {
-		return "", fmt.Errorf("netbox: %w: URL must not contain credentials", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: it must not contain credentials", config.ErrInvalid, ErrBadURL)
 	}
 	if u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("netbox: %w: URL must not have a query or fragment", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: it must not have a query or fragment", config.ErrInvalid, ErrBadURL)
 	}
 	p := strings.TrimRight(u.Path, "/")
 	p = strings.TrimSuffix(p, "/api")
@@ -56,10 +67,10 @@ func baseURL(raw string) (string, error) {
 func authHeader(token string) (string, error) {
 	t := strings.TrimSpace(token)
 	if t == "" {
-		return "", fmt.Errorf("netbox: %w: token is required", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: none is set", config.ErrInvalid, ErrBadToken)
 	}
 	if strings.ContainsAny(t, " \t\r\n") {
-		return "", fmt.Errorf("netbox: %w: token contains whitespace", config.ErrInvalid)
+		return "", fmt.Errorf("netbox: %w: %w: it contains whitespace", config.ErrInvalid, ErrBadToken)
 	}
 	if strings.HasPrefix(t, "nbt_") {
 		return "Bearer " + t, nil

@@ -12,7 +12,8 @@
 // bounded by a context deadline of [Config.Timeout].
 //
 // Every failure is classified into exactly one of the exported sentinels ([ErrNotFound],
-// [ErrUnauthorized], [ErrUnavailable], [ErrRejected]) so callers can branch with [errors.Is];
+// [ErrUnauthorized], [ErrUnavailable], [ErrRejected], and [ErrNotNetBox] for the status probe)
+// so callers can branch with [errors.Is] ([ShouldWait] says which ones a command waits out);
 // [*Error] carries the HTTP status and, for rejections, the names of the fields NetBox
 // refused. No error text ever contains the API token or a value NetBox echoed back.
 package netbox

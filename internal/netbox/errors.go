@@ -24,13 +24,35 @@ var (
 	// ErrRejected: any other 4xx, or a request refused before sending: permanent. The error
 	// names the fields NetBox rejected, never their values.
 	ErrRejected = errors.New("netbox: request rejected")
+	// ErrNotNetBox: the URL answered, but not as NetBox's API does ([Client.Ping] only): 404
+	// on /api/status/, or an answer that is not NetBox's status document. The URL is wrong.
+	ErrNotNetBox = errors.New("netbox: not a NetBox API")
 )
 
 // IsTransient reports whether err is worth retrying later: errors.Is(err, ErrUnavailable).
 func IsTransient(err error) bool { return errors.Is(err, ErrUnavailable) }
 
+// ShouldWait reports whether a command that met err before any write should wait for NetBox
+// rather than fail (contract §4, "Waiting is not failing"): NetBox is unavailable
+// ([ErrUnavailable]) or refuses the token ([ErrUnauthorized]: 401/403, which the operator
+// fixes, not the command). Rejections and not-found answers are the command's outcome.
+func ShouldWait(err error) bool {
+	return errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnauthorized)
+}
+
+// StatusOf returns the HTTP status of a NetBox answer carried by err (an [*Error]), or 0 when
+// no answer arrived or err is not the client's.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
 // Error is the error type the client returns for a failed request. It unwraps to its sentinel
-// (ErrNotFound, ErrUnauthorized, ErrUnavailable or ErrRejected) and to the transport error, if any.
+// (ErrNotFound, ErrUnauthorized, ErrUnavailable, ErrRejected or ErrNotNetBox) and to the
+// transport error, if any.
 type Error struct {
 	// Op names the operation, e.g. "create journal entry".
 	Op string

@@ -36,6 +36,8 @@ type Client struct {
 	taskPoll time.Duration // interval between task status polls (WaitTask)
 
 	resources *resourceReads // concurrent /cluster/resources reads, shared (ClusterResources)
+
+	plan *Plan // non-nil: writes are recorded here, not sent (Planning)
 }
 
 type clientOptions struct {
@@ -167,8 +169,15 @@ type request struct {
 // (the whole body when it has none) into out with encoding/json; out nil decodes nothing.
 // Every failure is returned as *APIError or *TransportError; a 2xx answer that is not JSON,
 // whose data is null ("empty answer") or whose data cannot be decoded into out is a sent
-// *TransportError whose cause reads "unreadable answer: …".
+// *TransportError whose cause matches [ErrUndecodable] and reads "unreadable answer: …".
 func (c *Client) do(ctx context.Context, r request, out any) error {
+	if c.plan != nil && r.method != http.MethodGet {
+		c.plan.record(r, c.secrets)
+		if upid, ok := out.(*string); ok {
+			*upid = plannedUPID(r)
+		}
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 
@@ -238,7 +247,7 @@ func (c *Client) do(ctx context.Context, r request, out any) error {
 		// A 2xx answer came back, so the request was delivered (and a write may have been
 		// applied).
 		te.Sent = true
-		te.Err = scrubbedError{err: fmt.Errorf("unreadable answer: %w", err), secrets: secrets}
+		te.Err = scrubbedError{err: fmt.Errorf("%w: %w", ErrUndecodable, err), secrets: secrets}
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "proxmox request", slog.String("method", r.method),
 		slog.String("path", r.path), slog.String("outcome", te.Error()))

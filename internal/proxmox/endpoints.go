@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -41,9 +42,21 @@ type EndpointConfig struct {
 	// MaxParallel bounds concurrent commands against this cluster; 0 means DefaultMaxParallel.
 	MaxParallel int       `yaml:"max_parallel"`
 	SSH         SSHConfig `yaml:"ssh"`
+	// Approval lists the verbs whose commands on this endpoint need a second person's
+	// approval before they run (contract §4b).
+	Approval ApprovalConfig `yaml:"approval"`
 	// Timeout bounds each HTTP request; 0 means DefaultTimeout.
 	Timeout time.Duration `yaml:"timeout"`
 }
+
+// ApprovalConfig is an endpoint's two-person rule: the verbs whose commands wait for a
+// command.approve from an actor other than their own.
+type ApprovalConfig struct {
+	Verbs []string `yaml:"verbs"`
+}
+
+// Needs reports whether commands of verb need approval.
+func (a ApprovalConfig) Needs(verb string) bool { return slices.Contains(a.Verbs, verb) }
 
 // TLSConfig selects how the cluster's certificate is verified. At most one field may be set:
 // CAFile trusts only the CAs in that PEM file; Fingerprint pins the leaf certificate's SHA-256
@@ -73,23 +86,25 @@ type endpointsFile struct {
 // rawEndpoint is EndpointConfig as written in the file: the timeout is decoded by
 // ParseEndpoints so a bad value is reported with its field name.
 type rawEndpoint struct {
-	ID              int64     `yaml:"id"`
-	Name            string    `yaml:"name"`
-	URLs            []string  `yaml:"urls"`
-	TokenID         string    `yaml:"token_id"`
-	TokenSecretEnv  string    `yaml:"token_secret_env"`
-	TokenSecretFile string    `yaml:"token_secret_file"`
-	TLS             TLSConfig `yaml:"tls"`
-	ReadOnly        bool      `yaml:"read_only"`
-	MaxParallel     int       `yaml:"max_parallel"`
-	SSH             SSHConfig `yaml:"ssh"`
-	Timeout         string    `yaml:"timeout"`
+	ID              int64          `yaml:"id"`
+	Name            string         `yaml:"name"`
+	URLs            []string       `yaml:"urls"`
+	TokenID         string         `yaml:"token_id"`
+	TokenSecretEnv  string         `yaml:"token_secret_env"`
+	TokenSecretFile string         `yaml:"token_secret_file"`
+	TLS             TLSConfig      `yaml:"tls"`
+	ReadOnly        bool           `yaml:"read_only"`
+	MaxParallel     int            `yaml:"max_parallel"`
+	SSH             SSHConfig      `yaml:"ssh"`
+	Approval        ApprovalConfig `yaml:"approval"`
+	Timeout         string         `yaml:"timeout"`
 }
 
 func (r rawEndpoint) config() (EndpointConfig, error) {
 	e := EndpointConfig{
 		ID: r.ID, Name: r.Name, URLs: r.URLs, TokenID: r.TokenID, TokenSecretEnv: r.TokenSecretEnv,
 		TokenSecretFile: r.TokenSecretFile, TLS: r.TLS, ReadOnly: r.ReadOnly, MaxParallel: r.MaxParallel, SSH: r.SSH,
+		Approval: r.Approval,
 	}
 	if r.Timeout != "" {
 		d, err := time.ParseDuration(r.Timeout)

@@ -28,6 +28,10 @@ var (
 	// ErrAlreadyExists: PVE refused a create because the object exists (500 "… already
 	// defined" / "… already exists"). Matched by *APIError.
 	ErrAlreadyExists = errors.New("proxmox: already exists")
+	// ErrUndecodable: a 2xx answer came whose body is not what the API sends (not JSON, null
+	// data, or data of another shape). Matched by the cause of an ErrAnswerLost
+	// *TransportError.
+	ErrUndecodable = errors.New("unreadable answer")
 )
 
 // APIError is a refusal by Proxmox: it answered with a non-2xx status.

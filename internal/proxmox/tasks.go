@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -12,18 +14,70 @@ import (
 	"time"
 )
 
-// DefaultTaskPollInterval is how often [Client.WaitTask] polls a task's status unless
-// [WithTaskPollInterval] says otherwise.
-const DefaultTaskPollInterval = 500 * time.Millisecond
+// AdaptiveTaskPoll, as the interval of [WithTaskPollInterval], makes [Client.WaitTask] poll
+// on its adaptive curve instead of at a fixed interval. It marks the setting and is never
+// waited for.
+const AdaptiveTaskPoll time.Duration = math.MaxInt64
+
+// DefaultTaskPollInterval is the task poll setting of a client given no
+// [WithTaskPollInterval]: the adaptive curve of [Client.WaitTask].
+const DefaultTaskPollInterval = AdaptiveTaskPoll
+
+// The adaptive curve of [Client.WaitTask] (see there).
+const (
+	// TaskPollYoungInterval is the pause between polls while the task is young.
+	TaskPollYoungInterval = 100 * time.Millisecond
+	// TaskPollYoung is how long a task counts as young, from the start of the wait.
+	TaskPollYoung = time.Second
+	// TaskPollGrowth is the factor by which each pause after the young phase grows.
+	TaskPollGrowth = 1.5
+	// TaskPollMaxInterval caps the pause between polls.
+	TaskPollMaxInterval = 2 * time.Second
+)
 
 // maxTaskPollErrors is how many consecutive transient poll failures WaitTask absorbs.
 const maxTaskPollErrors = 3
 
-// WithTaskPollInterval sets the interval between task status polls of [Client.WaitTask]
-// (d <= 0: [DefaultTaskPollInterval]). Tests use a few milliseconds.
+// WithTaskPollInterval makes [Client.WaitTask] poll a task's status every d, from the first
+// poll on, and read its log (for progress) at every poll; tests use a few milliseconds.
+// d <= 0 or [AdaptiveTaskPoll]: the adaptive curve, the default.
 func WithTaskPollInterval(d time.Duration) ClientOption {
 	return func(o *clientOptions) { o.taskPoll = d }
 }
+
+// pollCurve is the schedule of a task wait: pauses of first while the wait is younger than
+// young, then each pause growth times the previous one, at most limit. The log is read at
+// the polls after the young phase.
+type pollCurve struct {
+	first, young, limit time.Duration
+	growth              float64
+}
+
+// adaptiveCurve is the default schedule (the TaskPoll constants).
+func adaptiveCurve() pollCurve {
+	return pollCurve{first: TaskPollYoungInterval, young: TaskPollYoung, growth: TaskPollGrowth, limit: TaskPollMaxInterval}
+}
+
+// curve is the client's schedule: adaptive, or a fixed interval set by WithTaskPollInterval.
+func (c *Client) curve() pollCurve {
+	if c.taskPoll <= 0 || c.taskPoll == AdaptiveTaskPoll {
+		return adaptiveCurve()
+	}
+	return pollCurve{first: c.taskPoll, growth: 1, limit: c.taskPoll}
+}
+
+// next is the pause after a poll made age into the wait, prev the pause before it (0 after
+// the first poll).
+func (p pollCurve) next(age, prev time.Duration) time.Duration {
+	if age < p.young || prev <= 0 {
+		return p.first
+	}
+	d := time.Duration(float64(prev) * p.growth)
+	return min(max(d, p.first), p.limit)
+}
+
+// readsLog reports whether a poll made age into the wait also reads the task's log.
+func (p pollCurve) readsLog(age time.Duration) bool { return age >= p.young }
 
 // TaskError is a Proxmox task that ended with an exit status other than "OK" or
 // "WARNINGS: n" (both are success). Match it with errors.As.
@@ -77,14 +131,53 @@ func taskStarted(ctx context.Context, node, upid string) {
 	}
 }
 
-// WaitTask polls GET /nodes/{node}/tasks/{upid}/status every poll interval (see
-// [WithTaskPollInterval]; the first poll is immediate) until the task has stopped. It
-// returns nil when the exit status is "OK" or "WARNINGS: n", a *[TaskError] otherwise.
-// Up to three consecutive transient poll failures ([IsTransient]: a node briefly
+// progressHookKey carries the TaskProgress callback in a context.
+type progressHookKey struct{}
+
+// WithTaskProgress returns a context under which [Client.WaitTask] (and so every task this
+// package starts and waits for: power, snapshots, provisioning, downloads, …) reads the
+// task's log while it runs and reports the progress it finds to fn(node, upid, p), once per
+// log read that finds one (the same progress again when no new progress line came). fn runs
+// on the waiting goroutine and must return quickly. Without it no log is read.
+func WithTaskProgress(ctx context.Context, fn func(node, upid string, p TaskProgress)) context.Context {
+	return context.WithValue(ctx, progressHookKey{}, fn)
+}
+
+// progressHook is the context's TaskProgress hook, nil when none.
+func progressHook(ctx context.Context) func(node, upid string, p TaskProgress) {
+	fn, _ := ctx.Value(progressHookKey{}).(func(node, upid string, p TaskProgress))
+	return fn
+}
+
+// WaitTask polls GET /nodes/{node}/tasks/{upid}/status until the task has stopped. It returns
+// nil when the exit status is "OK" or "WARNINGS: n", a *[TaskError] otherwise.
+//
+// The polls follow the client's curve. Adaptive (the default): the first poll is immediate,
+// then one every 100 ms while the wait is younger than 1 s, then each pause 1.5 times the
+// previous one (150, 225, 338, 506, 759 ms, 1.14 s, 1.71 s) up to 2 s: a 0.3 s task is seen
+// stopped at most 0.1 s after its end, a 60 s task costs about 45 polls (120 at a fixed
+// 500 ms). [WithTaskPollInterval] sets a fixed interval instead.
+//
+// Under [WithTaskProgress], each poll after the first second (every poll at a fixed
+// interval) that finds the task running also reads the task's log from the first line not
+// yet read (GET …/log?start=N&limit=…) and reports the progress its lines give
+// ([TaskProgress]); a failed log read is skipped and never fails the wait.
+//
+// Up to three consecutive transient status poll failures ([IsTransient]: a node briefly
 // unreachable) are absorbed; after that, or on any other failure, the poll's error is
 // returned wrapped; ctx ends the wait with ctx.Err() wrapped. A poll never repeats the task.
 func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
-	r := request{method: http.MethodGet, path: "/nodes/" + url.PathEscape(node) + "/tasks/" + url.PathEscape(upid) + "/status"}
+	if c.plan != nil && IsPlannedUPID(upid) {
+		return nil // a dry run's task never ran (see Planning)
+	}
+	r := request{method: http.MethodGet, path: taskPath(node, upid) + "/status"}
+	curve, hook := c.curve(), progressHook(ctx)
+	var tl *taskLog
+	if hook != nil {
+		tl = newTaskLog(node, upid)
+	}
+	begun := time.Now()
+	var pause time.Duration
 	failures := 0
 	for {
 		var raw json.RawMessage
@@ -102,13 +195,17 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 				}
 				return &TaskError{UPID: upid, Node: node, ExitStatus: scrub(exit, c.secrets)}
 			}
+			if tl != nil && curve.readsLog(time.Since(begun)) {
+				c.reportProgress(ctx, tl, hook)
+			}
 		} else {
 			failures++
 			if !IsTransient(err) || failures > maxTaskPollErrors || ctx.Err() != nil {
 				return fmt.Errorf("proxmox: waiting for task %s: %w", upid, err)
 			}
 		}
-		t := time.NewTimer(c.taskPoll)
+		pause = curve.next(time.Since(begun), pause)
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -116,6 +213,23 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 		case <-t.C:
 		}
 	}
+}
+
+// reportProgress reads tl's new lines and reports the task's progress to hook, if its log
+// gives one. A failed read is logged at debug level and skipped.
+func (c *Client) reportProgress(ctx context.Context, tl *taskLog, hook func(node, upid string, p TaskProgress)) {
+	p, ok, err := c.readTaskLog(ctx, tl)
+	if err != nil {
+		c.log.LogAttrs(ctx, slog.LevelDebug, "task log not read", slog.String("upid", tl.upid), slog.String("err", err.Error()))
+	}
+	if ok {
+		hook(tl.node, tl.upid, p)
+	}
+}
+
+// taskPath is "/nodes/{node}/tasks/{upid}".
+func taskPath(node, upid string) string {
+	return "/nodes/" + url.PathEscape(node) + "/tasks/" + url.PathEscape(upid)
 }
 
 // runTask POSTs (or DELETEs) r, which answers a UPID, reports it to the context's hook and

@@ -25,8 +25,11 @@ func UsedAPI() []APIUse {
 		{Method: "GET", Path: "/nodes/{node}/network", Params: []string{"type"}},
 		{Method: "POST", Path: "/nodes/{node}/status", Params: []string{"command"}},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/status"},
+		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/log", Params: []string{"start", "limit"}},
 	}
 	out = append(out, guestAPI()...)
 	out = append(out, provisionAPI()...)
-	return append(out, imageAPI()...)
+	out = mergeAPI(out, migrateAPI())
+	out = append(out, deleteAPI()...)
+	return mergeAPI(append(out, imageAPI()...), backupAPI())
 }

@@ -147,6 +147,27 @@ func (s *Store) Record(ctx context.Context, c CommandKey) (RecordState, []byte, 
 	return Absent, nil, nil
 }
 
+// FinishUnstarted records result as the outcome of command c when c has no record, that is
+// when it never started: the outcome of a command answered without being run (expired,
+// cancelled), kept DedupeTTL so that every later delivery of c is answered from it. It returns
+// Absent when it stored result; Finished and the stored result when c was already done; Running
+// when c has begun, in which case nothing changes: a started command is finished, not
+// abandoned.
+func (s *Store) FinishUnstarted(ctx context.Context, c CommandKey, result []byte) (RecordState, []byte, error) {
+	vals, err := s.scripts.finishUnstarted.Run(ctx, s.rdb, []string{s.cmdKey(c)},
+		result, millis(s.opts.DedupeTTL), c.Source, c.ID).StringSlice()
+	if err != nil {
+		return Absent, nil, fmt.Errorf("store: finish unstarted: %w", err)
+	}
+	switch vals[0] {
+	case "done":
+		return Finished, []byte(vals[1]), nil
+	case "running":
+		return Running, nil, nil
+	}
+	return Absent, nil, nil
+}
+
 // UpdateResult replaces the stored result of a done command, and of its Idempotency-Key
 // record while that record is done and still belongs to it, so later replays report the
 // repaired state. TTLs are unchanged. ErrNotFound when the command is not done.

@@ -8,25 +8,31 @@ import "github.com/redis/go-redis/v9"
 type scripts struct {
 	claim, suspend, renew, complete, completeReplay, release, updateResult       *redis.Script
 	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule *redis.Script
-	recordFailure                                                                *redis.Script
+	recordFailure, finishUnstarted                                               *redis.Script
+	requestApproval, decide, dropApproval, pendingApprovals                      *redis.Script
 }
 
 func newScripts() scripts {
 	return scripts{
-		claim:          redis.NewScript(claimLua),
-		suspend:        redis.NewScript(suspendLua),
-		renew:          redis.NewScript(renewLua),
-		complete:       redis.NewScript(completeLua),
-		completeReplay: redis.NewScript(completeReplayLua),
-		release:        redis.NewScript(releaseLua),
-		updateResult:   redis.NewScript(updateResultLua),
-		saveRepair:     redis.NewScript(saveRepairLua),
-		getRepair:      redis.NewScript(getRepairLua),
-		deleteRepair:   redis.NewScript(deleteRepairLua),
-		pendingRepairs: redis.NewScript(pendingRepairsLua),
-		claimRepair:    redis.NewScript(claimRepairLua),
-		reschedule:     redis.NewScript(rescheduleLua),
-		recordFailure:  redis.NewScript(recordFailureLua),
+		claim:            redis.NewScript(claimLua),
+		suspend:          redis.NewScript(suspendLua),
+		renew:            redis.NewScript(renewLua),
+		complete:         redis.NewScript(completeLua),
+		completeReplay:   redis.NewScript(completeReplayLua),
+		release:          redis.NewScript(releaseLua),
+		updateResult:     redis.NewScript(updateResultLua),
+		saveRepair:       redis.NewScript(saveRepairLua),
+		getRepair:        redis.NewScript(getRepairLua),
+		deleteRepair:     redis.NewScript(deleteRepairLua),
+		pendingRepairs:   redis.NewScript(pendingRepairsLua),
+		claimRepair:      redis.NewScript(claimRepairLua),
+		reschedule:       redis.NewScript(rescheduleLua),
+		recordFailure:    redis.NewScript(recordFailureLua),
+		finishUnstarted:  redis.NewScript(finishUnstartedLua),
+		requestApproval:  redis.NewScript(requestApprovalLua),
+		decide:           redis.NewScript(decideLua),
+		dropApproval:     redis.NewScript(dropApprovalLua),
+		pendingApprovals: redis.NewScript(pendingApprovalsLua),
 	}
 }
 
@@ -280,6 +286,22 @@ redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[2], 'src', ARGV[4], 'id', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
+`
+
+// finishUnstartedLua: KEYS[1] identity. ARGV: result, dedupe_ms, source, id. Stores result as
+// done only when the identity record is absent. Returns {'stored', ”}, {'done', result} or
+// {'running', ”}: a record that is running, live or not, is left alone.
+const finishUnstartedLua = `
+local c = redis.call('HMGET', KEYS[1], 'state', 'result')
+if c[1] == 'done' then
+  return {'done', c[2] or ''}
+end
+if c[1] then
+  return {'running', ''}
+end
+redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[1], 'src', ARGV[3], 'id', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {'stored', ''}
 `
 
 // releaseLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices

@@ -16,7 +16,7 @@ const (
 	// node only when every volume of it is on shared storage.
 	DemoSharedTemplateVMID int64 = 8000
 	DemoWebVMID            int64 = 100 // web-01 on pve1, running, SeaBIOS/i440fx
-	DemoDBVMID             int64 = 101 // db-01 on pve2, stopped, OVMF/q35 with passthrough
+	DemoDBVMID             int64 = 101 // db-01 on pve2, stopped, OVMF/q35 with passthrough, protection: 1
 	DemoAppVMID            int64 = 102 // app-01 on pve3, running, one snapshot with RAM
 	DemoDupStopped         int64 = 103 // "dup" on pve1, stopped
 	DemoDupRunning         int64 = 104 // "dup" on pve3, running
@@ -99,7 +99,7 @@ func demoGuests(now time.Time) []*guest {
 		"usb1":      "mapping=yubikey",
 		"unused0":   "ceph:vm-101-disk-4",
 		"ciuser":    "dbadmin", "ipconfig0": "ip=10.30.0.11/24,gw=10.30.0.1",
-		"agent": "1", "tags": "db;prod",
+		"agent": "1", "tags": "db;prod", "protection": "1",
 		"smbios1":     "uuid=7a1c2e3f-4b5d-4e6f-8a9b-0c1d2e3f4a52",
 		"description": "PostgreSQL primary\n",
 	})

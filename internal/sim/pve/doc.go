@@ -23,7 +23,13 @@
 // command=reboot answers null and makes the node unreachable (595 "No route to host", as
 // pveproxy answers for a dead node) for [Options.NodeRebootDuration]; it comes back with
 // its guests stopped. Tasks and reboots run on simulated time, evaluated when a request or
-// an observation looks: the simulator starts no goroutines for them.
+// an observation looks: the simulator starts no goroutines for them. Tasks write their logs as
+// PVE's workers do (GET /nodes/{node}/tasks/{upid}/log with start and limit), with the progress
+// lines of vzdump, drive mirrors, qemu-img, live migration and wget; GET /nodes/{node}/tasks
+// lists a node's tasks. vzdump backs a guest up into a PBS or directory storage, whose content
+// then lists the backup (`backup/vm/<vmid>/<time>` on PBS); migrations answer the
+// precondition check (local disks, local resources, not-allowed nodes) and move the guest;
+// DELETE of a guest refuses a protected or running one as PVE does and removes its volumes.
 //
 // Fault injection (latency, failing the next requests, dropping the answer after a change
 // was applied, refusing connections, failing the next task of a guest) and observation

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -66,15 +67,102 @@ func (s *Server) downloadURL(c *call) answer {
 	}
 	dest := dir + "/import/" + filename
 	failure, vol := s.imgTakeFault(node, id), imgVolume{}
+	_, existed := s.imgGet(id, node, filename)
+	pid := s.state.pid + 1
 	if failure == "" {
 		failure, vol = s.imgFetch(c, node, id, filename, dest)
 	}
 	workerID := imgWorkerIDChar.ReplaceAllStringFunc(filename, func(ch string) string { return fmt.Sprintf("\\x%02x", ch[0]) })
-	return s.imgStartTask(c, node, "download", workerID, failure, func(time.Time) {
+	a = s.imgStartTask(c, node, "download", workerID, failure, func(time.Time) {
 		if vol.digests != nil {
 			s.imgPut(id, node, filename, vol)
 		}
 	})
+	return s.withLog(a, downloadLog(p.Get("url"), dest, pid, vol.size, failure == "" && existed, failure == "" && p.Has("checksum")))
+}
+
+// downloadLog is a download task's log as PVE::Tools::download_file_from_url writes it: the
+// "downloading URL to DEST" line, then (a new file) wget --progress=dot:giga's output, whose
+// rows of 32 dots of 1 MiB appear as the run passes, the checksum check and the "download of
+// … finished" line; a file already there with the right checksum only says so. A failed
+// download logs only its first line (the error is the task's last line).
+func downloadLog(rawURL, dest string, pid int64, size int64, existed, checksum bool) func(float64) []string {
+	head := []string{fmt.Sprintf("downloading %s to %s", rawURL, dest)}
+	finished := fmt.Sprintf("download of '%s' to '%s' finished", rawURL, dest)
+	switch {
+	case size <= 0:
+		return func(float64) []string { return head }
+	case existed:
+		return func(float64) []string {
+			return append(head, "calculating checksum of existing file...OK, got correct file already, no need to download")
+		}
+	}
+	const dots, maxRows = 32, 200
+	dot := int64(1 << 20)
+	if size > dot*dots*maxRows { // a huge image: fewer, longer rows (wget's dot:giga is 32 MiB a row)
+		dot = (size + dots*maxRows - 1) / (dots * maxRows)
+	}
+	row := dot * dots
+	rows := int((size + row - 1) / row)
+	tmp := fmt.Sprintf("%s.tmp_dwnl.%d", dest, pid)
+	host, port := rawURL, "80"
+	if u, err := url.Parse(rawURL); err == nil {
+		host, port = u.Hostname(), u.Port()
+		if port == "" && u.Scheme == "https" {
+			port = "443"
+		} else if port == "" {
+			port = "80"
+		}
+	}
+	head = append(head,
+		fmt.Sprintf("--%s--  %s", time.Now().Format("2006-01-02 15:04:05"), rawURL),
+		fmt.Sprintf("Connecting to %s (%s)|%s|:%s... connected.", host, host, host, port),
+		"HTTP request sent, awaiting response... 200 OK",
+		fmt.Sprintf("Length: %d (%s) [application/octet-stream]", size, wgetSize(size)),
+		fmt.Sprintf("Saving to: '%s'", tmp),
+		"")
+	tail := []string{"", fmt.Sprintf("%s (40.0 MB/s) - '%s' saved [%d/%d]", time.Now().Format("2006-01-02 15:04:05"), tmp, size, size), ""}
+	if checksum {
+		tail = append(tail, "calculating checksum...OK, checksum verified")
+	}
+	tail = append(tail, finished)
+	return progressLog(head, rows, func(i int) string {
+		start := int64(i-1) * row
+		n := int(min(dots, (size-start)/dot))
+		var b strings.Builder
+		fmt.Fprintf(&b, "%6dK", start/1024)
+		for d := range dots {
+			if d%8 == 0 {
+				b.WriteByte(' ')
+			}
+			if d < n {
+				b.WriteByte('.')
+			} else {
+				b.WriteByte(' ')
+			}
+		}
+		if i == rows {
+			fmt.Fprintf(&b, "%3d%% 40.0M=%ds", 100, max(1, size/(40<<20)))
+		} else {
+			fmt.Fprintf(&b, "%3d%% 40.0M %ds", 100*(start+row)/size, (size-start-row)/(40<<20))
+		}
+		return b.String()
+	}, tail)
+}
+
+// wgetSize is wget's human size in the Length line: "624M", "1.2G", "512K".
+func wgetSize(n int64) string {
+	switch {
+	case n >= 10<<30:
+		return fmt.Sprintf("%dG", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1fG", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%dM", n>>20)
+	case n >= 1<<10:
+		return fmt.Sprintf("%dK", n>>10)
+	}
+	return fmt.Sprintf("%d", n)
 }
 
 // imgDownloadSchema is download-url's parameter schema: required url (http/https), content

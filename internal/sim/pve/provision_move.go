@@ -73,5 +73,42 @@ func (s *Server) moveDisk(c *call, g *guest) answer {
 			addUnused(g.config, old)
 		}
 	}
-	return s.startTask(c, g, "qmmove", "", failure, effect)
+	var log func(float64) []string
+	if failure == "" {
+		log = s.moveLog(g, disk, old, d)
+	}
+	return s.startLoggedTask(c, g, "qmmove", "", failure, effect, log)
+}
+
+// moveLogSteps is how many progress lines a simulated disk move writes.
+const moveLogSteps = 20
+
+// moveLog is a qmmove task's log as qemu-server writes it: "create full clone of drive …",
+// then for a stopped VM qemu-img convert's "transferred 1.0 GiB of 32.0 GiB (3.12%)" lines
+// (PVE::QemuServer::QemuImage), for a running one the drive mirror's "drive-scsi0:
+// transferred … (3.12%) in 10s" lines and its completion (PVE::QemuServer::BlockJob).
+func (s *Server) moveLog(g *guest, disk, volid string, d drive) func(float64) []string {
+	size, _ := diskBytes(d)
+	head := []string{fmt.Sprintf("create full clone of drive %s (%s)", disk, volid)}
+	at := func(i int) (int64, float64) {
+		return size * int64(i) / moveLogSteps, 100 * float64(i) / moveLogSteps
+	}
+	convert := func(i int) string {
+		done, pct := at(i)
+		return fmt.Sprintf("transferred %s of %s (%.2f%%)", taskLogBytes(done), taskLogBytes(size), pct)
+	}
+	if g.status != stateRunning {
+		return progressLog(append(head, convert(0)), moveLogSteps, convert, nil)
+	}
+	run, job := s.taskDur, "drive-"+disk
+	mirror := func(i int) string {
+		done, pct := at(i)
+		line := fmt.Sprintf("%s: transferred %s of %s (%.2f%%) in %s", job, taskLogBytes(done), taskLogBytes(size), pct, taskLogDuration(run*time.Duration(i)/moveLogSteps))
+		if i == moveLogSteps {
+			line += ", ready"
+		}
+		return line
+	}
+	return progressLog(append(head, "drive mirror is starting for "+job, mirror(0)), moveLogSteps, mirror,
+		[]string{"all 'mirror' jobs are ready", job + ": Completing block job...", job + ": Completed successfully.", job + ": mirror-job finished"})
 }

@@ -64,6 +64,12 @@ func (s *Server) endpoints() map[string]endpoint {
 	for k, ep := range s.imageEndpoints() {
 		m[k] = ep
 	}
+	for k, ep := range s.migrationEndpoints() {
+		m[k] = ep
+	}
+	for k, ep := range s.backupEndpoints(m) { // after imageEndpoints: it extends the content listing
+		m[k] = ep
+	}
 	return m
 }
 
@@ -76,6 +82,7 @@ func (s *Server) nodeEndpoints() map[string]endpoint {
 		"POST /nodes/{node}/status":             {perm: nodePerm(privSysPowerMgmt), fn: s.nodeCommand},
 		"GET /nodes/{node}/network":             {perm: nodePerm(privSysAudit), fn: s.getNetwork},
 		"GET /nodes/{node}/tasks/{upid}/status": {perm: func(*call) (string, string) { return "", "" }, fn: s.getTaskStatus},
+		"GET /nodes/{node}/tasks/{upid}/log":    {perm: func(*call) (string, string) { return "", "" }, fn: s.getTaskLog},
 	}
 }
 
@@ -97,6 +104,7 @@ func (s *Server) guestEndpoints() map[string]endpoint {
 		add("POST "+base+"/snapshot", privSnapshot, s.createSnapshot)
 		add("DELETE "+base+"/snapshot/{snapname}", privSnapshot, s.deleteSnapshot)
 		add("POST "+base+"/snapshot/{snapname}/rollback", privSnapshot, s.rollbackSnapshot)
+		add("DELETE "+base, privVMAllocate, s.deleteGuest)
 		if typ == proxmox.GuestQEMU {
 			add("POST "+base+"/status/reset", privPowerMgmt, s.qemuRunning("qmreset", restart))
 			add("POST "+base+"/status/suspend", privPowerMgmt, s.qemuRunning("qmsuspend", pause))

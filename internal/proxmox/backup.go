@@ -1,0 +1,296 @@
+package proxmox
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Backup modes of vzdump (PVE's `mode`).
+const (
+	BackupModeSnapshot = "snapshot"
+	BackupModeSuspend  = "suspend"
+	BackupModeStop     = "stop"
+)
+
+// BackupContent is PVE's storage content type of backups.
+const BackupContent = "backup"
+
+// BackupTaskType is the worker type of a vzdump task ("UPID:…:vzdump:100:…").
+const BackupTaskType = "vzdump"
+
+// ErrBackupStorageUnavailable: the storage cannot take a backup of a guest on its node: it
+// does not exist, is disabled, is not available on that node, has no content `backup` or is
+// not active there. It is returned as a *[BackupStorageError] saying which, before any write.
+var ErrBackupStorageUnavailable = errors.New("proxmox: backup storage unavailable")
+
+// BackupStorageError is a storage that cannot take a guest's backup on its node. It matches
+// [ErrBackupStorageUnavailable].
+type BackupStorageError struct {
+	Storage, Node string
+	// Why says what is wrong, as a sentence fragment naming the storage: "storage 'pbs1' is
+	// disabled (disable 1 in /storage)".
+	Why string
+}
+
+// Error renders "proxmox: backup storage unavailable: WHY".
+func (e *BackupStorageError) Error() string {
+	return ErrBackupStorageUnavailable.Error() + ": " + e.Why
+}
+
+// Is matches ErrBackupStorageUnavailable.
+func (e *BackupStorageError) Is(target error) bool { return target == ErrBackupStorageUnavailable }
+
+// BackupTarget is a storage that can take backups on a node, as [Client.CheckBackupStorage]
+// found it.
+type BackupTarget struct {
+	Storage, Node string
+	Type          string // plugin type: "pbs", "dir", "nfs", …
+	Shared        bool
+}
+
+// CheckBackupStorage tells whether storage can take a backup of a guest on node, with the reads
+// PVE's own checks need and no write: the cluster storage inventory (GET
+// /cluster/resources?type=storage, one entry per storage enabled on a node) and, only when
+// storage has no entry on node, the storage configuration (GET /storage) to say why: it does
+// not exist (or the token may not see it), is disabled, or its nodes list leaves node out.
+// An entry without content `backup`, or not active on node (status not "available"), is
+// refused too. A refusal is a *[BackupStorageError]; other errors are the requests' (see the
+// package doc).
+func (c *Client) CheckBackupStorage(ctx context.Context, storage, node string) (BackupTarget, error) {
+	inv, err := c.StorageInventory(ctx)
+	if err != nil {
+		return BackupTarget{}, err
+	}
+	refuse := func(format string, args ...any) (BackupTarget, error) {
+		return BackupTarget{}, &BackupStorageError{Storage: storage, Node: node, Why: fmt.Sprintf(format, args...)}
+	}
+	if i := slices.IndexFunc(inv, func(s StorageStatus) bool { return s.Storage == storage && s.Node == node }); i >= 0 {
+		s := inv[i]
+		switch {
+		case !slices.Contains(s.Content, BackupContent):
+			return refuse("storage '%s' has no content 'backup' (its content: %s); add 'backup' to its content or name a storage that has it",
+				storage, contentList(s.Content))
+		case !s.Active:
+			return refuse("storage '%s' is not active on node '%s' (its status in /cluster/resources is not 'available')", storage, node)
+		}
+		return BackupTarget{Storage: storage, Node: node, Type: s.Type, Shared: s.Shared}, nil
+	}
+	configs, err := c.Storages(ctx)
+	if err != nil {
+		return BackupTarget{}, err
+	}
+	i := slices.IndexFunc(configs, func(s StorageConfig) bool { return s["storage"] == storage })
+	if i < 0 {
+		return refuse("storage '%s' does not exist (GET /storage lists no storage of that id that the token may audit)", storage)
+	}
+	cfg := configs[i]
+	switch {
+	case flatBool(cfg, "disable"):
+		return refuse("storage '%s' is disabled (disable 1 in /storage); enable it or name another storage", storage)
+	case !nodeListed(cfg["nodes"], node):
+		return refuse("storage '%s' is not available on node '%s', where the guest is (its nodes: %s)", storage, node, cfg["nodes"])
+	case !slices.Contains(splitContent(cfg["content"]), BackupContent):
+		return refuse("storage '%s' has no content 'backup' (its content: %s); add 'backup' to its content or name a storage that has it",
+			storage, contentList(splitContent(cfg["content"])))
+	}
+	return refuse("storage '%s' is not listed on node '%s' in /cluster/resources (the node may be offline)", storage, node)
+}
+
+// nodeListed reports whether a storage's nodes list ("" = every node) includes node.
+func nodeListed(nodes, node string) bool {
+	if strings.TrimSpace(nodes) == "" {
+		return true
+	}
+	return slices.Contains(splitContent(nodes), node)
+}
+
+func contentList(c []string) string {
+	if len(c) == 0 {
+		return "none"
+	}
+	return strings.Join(c, ",")
+}
+
+// BackupRequest is one vzdump of one guest into a storage.
+type BackupRequest struct {
+	// Storage is the target storage id (required).
+	Storage string
+	// Mode is snapshot, suspend or stop ("" sends none: PVE's default, snapshot).
+	Mode string
+	// Compress is zstd, lzo, gzip or "0" ("" sends none: PVE's default, no compression).
+	// A PBS storage ignores it: PBS always compresses its chunks with zstd.
+	Compress string
+	// NotesTemplate is the backup's notes template ({{guestname}}, {{node}}, {{vmid}},
+	// {{cluster}}; a single line, newline and backslash escaped as \n and \\); "" sends none.
+	NotesTemplate string
+	// Protected marks the backup protected (protected=1).
+	Protected bool
+}
+
+// backupParams are the POST /nodes/{node}/vzdump parameters [Client.Backup] can send, in order.
+var backupParams = []string{"vmid", "storage", "mode", "compress", "notes-template", "protected", "remove"}
+
+// form is the vzdump request for guest vmid: always remove=0, so a backup never prunes older
+// ones (as PVE's own "Backup now" does unless asked to).
+func (r BackupRequest) form(vmid int64) url.Values {
+	f := url.Values{"vmid": {strconv.FormatInt(vmid, 10)}, "storage": {r.Storage}, "remove": {"0"}}
+	if r.Mode != "" {
+		f.Set("mode", r.Mode)
+	}
+	if r.Compress != "" {
+		f.Set("compress", r.Compress)
+	}
+	if r.NotesTemplate != "" {
+		f.Set("notes-template", r.NotesTemplate)
+	}
+	if r.Protected {
+		f.Set("protected", "1")
+	}
+	return f
+}
+
+// Backup backs up g alone into req.Storage: exactly one POST /nodes/{node}/vzdump (vmid,
+// storage, mode, compress, notes-template, protected, remove=0) on g's node, then it waits for
+// the task. It returns the UPID ("" when the POST itself failed) and the error: a *[TaskError]
+// when the task failed (PVE ends a job whose guest failed with the exit status "job errors"),
+// [ErrVMNotFound] for an incomplete guest (no request), else the request's error (see the
+// package doc; ErrAnswerLost: the backup may have started).
+func (c *Client) Backup(ctx context.Context, g Guest, req BackupRequest) (string, error) {
+	if err := g.check(); err != nil {
+		return "", err
+	}
+	r := request{method: http.MethodPost, path: "/nodes/" + url.PathEscape(g.Node) + "/vzdump", form: req.form(g.VMID)}
+	return c.runTask(ctx, g.Node, r)
+}
+
+// BackupVolume is one backup in a storage's content.
+type BackupVolume struct {
+	// VolID is the volume id: "pbs1:backup/vm/100/2026-12-01T10:00:00Z" on a PBS storage,
+	// "local:backup/vzdump-qemu-100-2026_12_01-10_00_00.vma.zst" on a file storage.
+	VolID string
+	VMID  int64
+	// Format is "pbs-vm", "pbs-ct", "vma.zst", "tar.zst", …
+	Format string
+	// Size is the size in bytes; 0 when PVE does not report it.
+	Size int64
+	// Created is the backup's time (ctime), UTC, second precision; zero when PVE gives none.
+	Created   time.Time
+	Notes     string // the first line of the notes
+	Protected bool
+}
+
+// GuestBackups lists the backups of guest vmid in storage as node sees it (GET
+// /nodes/{node}/storage/{storage}/content with content=backup and vmid), oldest first (by
+// creation time, then volume id). Entries of other content or other guests are left out
+// even if the storage lists them. Errors: see the package doc (PVE answers 500 when the
+// storage does not exist, is disabled or is not available on node).
+func (c *Client) GuestBackups(ctx context.Context, node, storage string, vmid int64) ([]BackupVolume, error) {
+	r := request{
+		method: http.MethodGet,
+		path:   "/nodes/" + url.PathEscape(node) + "/storage/" + url.PathEscape(storage) + "/content",
+		query:  url.Values{"content": {BackupContent}, "vmid": {strconv.FormatInt(vmid, 10)}},
+	}
+	type entry struct {
+		BackupVolume
+		content string
+	}
+	items, err := getList(ctx, c, r, func(it map[string]string) entry {
+		b := BackupVolume{
+			VolID: it["volid"], VMID: flatInt(it, "vmid"), Format: it["format"], Size: flatInt(it, "size"),
+			Notes: it["notes"], Protected: flatBool(it, "protected"),
+		}
+		if t := flatInt(it, "ctime"); t > 0 {
+			b.Created = time.Unix(t, 0).UTC()
+		}
+		return entry{BackupVolume: b, content: it["content"]}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]BackupVolume, 0, len(items))
+	for _, it := range items {
+		if it.content == BackupContent && it.VMID == vmid && it.VolID != "" {
+			out = append(out, it.BackupVolume)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b BackupVolume) int {
+		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.VolID, b.VolID))
+	})
+	return out, nil
+}
+
+// NewestBackupSince returns the newest of backups created at or after since (compared at
+// second precision: PVE's ctime has no fraction), and whether there is one.
+func NewestBackupSince(backups []BackupVolume, since time.Time) (BackupVolume, bool) {
+	floor := since.Truncate(time.Second)
+	var best BackupVolume
+	found := false
+	for _, b := range backups {
+		if b.Created.Before(floor) {
+			continue
+		}
+		if !found || b.Created.After(best.Created) || (b.Created.Equal(best.Created) && b.VolID > best.VolID) {
+			best, found = b, true
+		}
+	}
+	return best, found
+}
+
+// TaskSummary is one task of a node's task list.
+type TaskSummary struct {
+	UPID  string
+	Node  string
+	Type  string // worker type, "vzdump"
+	ID    string // worker id, usually the vmid
+	User  string
+	Start time.Time // UTC, second precision
+	// Running is true while the task runs (PVE lists it with status "RUNNING").
+	Running bool
+	// Status is the exit status of a finished task ("OK", "WARNINGS: 1", "job errors", …).
+	Status string
+}
+
+// OK reports whether a finished task succeeded ("OK" or "WARNINGS: n").
+func (t TaskSummary) OK() bool { return !t.Running && taskOK(t.Status) }
+
+// GuestTasks lists node's tasks of type typ for guest vmid started at or after since, running
+// ones included (GET /nodes/{node}/tasks with vmid, typefilter, since and source=all), newest
+// first. Errors: see the package doc.
+func (c *Client) GuestTasks(ctx context.Context, node string, vmid int64, typ string, since time.Time) ([]TaskSummary, error) {
+	q := url.Values{"vmid": {strconv.FormatInt(vmid, 10)}, "typefilter": {typ}, "source": {"all"}}
+	if !since.IsZero() {
+		q.Set("since", strconv.FormatInt(since.Unix(), 10))
+	}
+	r := request{method: http.MethodGet, path: "/nodes/" + url.PathEscape(node) + "/tasks", query: q}
+	list, err := getList(ctx, c, r, func(it map[string]string) TaskSummary {
+		t := TaskSummary{
+			UPID: it["upid"], Node: it["node"], Type: it["type"], ID: it["id"], User: it["user"],
+			Start: time.Unix(flatInt(it, "starttime"), 0).UTC(), Status: it["status"],
+		}
+		t.Running = t.Status == "RUNNING" || (t.Status == "" && flatInt(it, "endtime") == 0)
+		if t.Running {
+			t.Status = ""
+		}
+		return t
+	})
+	if err != nil {
+		return nil, err
+	}
+	floor := since.Truncate(time.Second)
+	out := list[:0]
+	for _, t := range list {
+		if t.UPID != "" && t.Type == typ && t.ID == strconv.FormatInt(vmid, 10) && !t.Start.Before(floor) {
+			out = append(out, t)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b TaskSummary) int { return cmp.Or(b.Start.Compare(a.Start), cmp.Compare(b.UPID, a.UPID)) })
+	return out, nil
+}
