@@ -235,3 +235,31 @@ func TestCancel(t *testing.T) {
 		}
 	})
 }
+
+// TestReplayOncePerDuplicate: a redelivery of the message that finished a command (its ack
+// was lost) publishes no second result; a duplicate publish of the command (another message)
+// gets its replay (contract §3, §5).
+func TestReplayOncePerDuplicate(t *testing.T) {
+	t.Parallel()
+	sc := okScript()
+	l := newLifecycle(t, sc)
+	cmd := testCommand("replays")
+	deliver := func(n, seq uint64) {
+		t.Helper()
+		if d := l.p.Handle(context.Background(), cmd, events.Delivery{Number: n, StreamSeq: seq}); d.Action != events.Ack {
+			t.Fatalf("delivery %d of message %d: %+v, want ack", n, seq, d)
+		}
+	}
+	deliver(1, 7)
+	deliver(2, 7) // the ack was lost: the same message again
+	if res := l.stream.resultsOf(cmd.Ref()); len(res) != 1 || res[0].Replayed {
+		t.Fatalf("results %+v, want only the first-hand one", res)
+	}
+	deliver(1, 9) // a duplicate publish
+	if res := l.stream.resultsOf(cmd.Ref()); len(res) != 2 || !res[1].Replayed || res[1].Status != 200 {
+		t.Fatalf("results %+v, want the first-hand one and a replay for the duplicate", res)
+	}
+	if w, _ := sc.counts(); w != 1 {
+		t.Errorf("writes = %d, want 1", w)
+	}
+}

@@ -18,6 +18,10 @@ type record struct {
 	Owner      store.CommandKey `json:"owner"`
 	RealStatus int              `json:"real_status"`
 	RealReason string           `json:"real_reason,omitempty"`
+	// Seq is the commands-stream sequence of the message whose delivery stored the outcome: a
+	// redelivery of that message after its result was published (a lost ack) publishes
+	// nothing more.
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 // result builds the result event payload for an outcome (contract §3), secrets scrubbed.
@@ -57,7 +61,7 @@ func (r *run) result(out Outcome, journal journalState) events.Result {
 // record returns the stored form of an outcome, and the result it holds.
 func (r *run) record(out Outcome, journal journalState) ([]byte, events.Result, error) {
 	res := r.result(out, journal)
-	raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason})
+	raw, err := json.Marshal(record{Result: res, Owner: r.key(), RealStatus: out.Status, RealReason: out.Reason, Seq: r.delivery.StreamSeq})
 	return raw, res, err
 }
 
@@ -98,10 +102,11 @@ const (
 
 // replay answers a command whose outcome is stored. The command's own outcome is published
 // first-hand (replayed: false) while the events stream holds no result of it — its first
-// publication was not confirmed — and as a replay (replayed: true) once it does; an outcome
-// stored from an Idempotency-Key twin is always a replay (contract §5). When the stored
-// outcome's journal update is still pending, the replay repairs it first, without another
-// Proxmox write (contract §6).
+// publication was not confirmed — and, once it does, as a replay (replayed: true) to a
+// duplicate of the command; a redelivery of the very message that stored it is only acked
+// (its result is in the stream). An outcome stored from an Idempotency-Key twin is always a
+// replay (contract §5). When the stored outcome's journal update is still pending, the replay
+// repairs it first, without another Proxmox write (contract §6).
 func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
 	var rec record
 	if err := json.Unmarshal(raw, &rec); err != nil {
@@ -117,6 +122,10 @@ func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
 		if err != nil {
 			r.log.Warn("events stream: the command's result cannot be looked up; waiting", "err", err)
 			return r.redeliver(r.waitDelay())
+		}
+		if published && rec.Seq != 0 && rec.Seq == r.delivery.StreamSeq {
+			r.log.Info("redelivered after its result was published: acked without another result")
+			return events.Disposition{Action: events.Ack}
 		}
 		replayed = published
 	}
