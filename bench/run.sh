@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: every benchmark of docs/benchmarks.md, one after the other (never in parallel:
 # they share the machine). Needs Redis on 127.0.0.1:6379 (or PROXBUS_BENCH_REDIS_URL).
-#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 6 minutes)
+#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 9 minutes)
 #   bash bench/run.sh --short         # CI smoke: each benchmark once, briefly
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +21,7 @@ go -C bench run ./throughput -n 1500 -rounds 8 -c 1,8,64 | tee "$out/throughput.
 go -C bench run ./timeline -n 1000 -rounds 4 | tee "$out/timeline.md"
 go -C bench run ./latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
 go -C bench run ./slow | tee "$out/slow.md"
+go -C bench run ./taskpoll | tee "$out/taskpoll.md"
 go -C bench test -run '^$' -bench Startup -benchtime 10x ./startup | tee "$out/startup.txt"
 go test -run '^$' -bench 'Emit|Decode|Prepare|Fingerprint|Published' -benchmem -count 3 ./events ./internal/proxmox ./internal/handlers ./internal/metrics | tee "$out/micro.txt"
 go -C bench run ./throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"

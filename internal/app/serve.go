@@ -61,8 +61,8 @@ type Config struct {
 	// EndpointCacheTTL is how long a ProxmoxEndpoint read from NetBox is used (default, and at
 	// most, DefaultEndpointCacheTTL).
 	EndpointCacheTTL time.Duration
-	// TaskPollInterval is how often a Proxmox task's status is polled (default: the proxmox
-	// client's).
+	// TaskPollInterval, when set, is a fixed interval between a Proxmox task's status polls
+	// (its log is then read at every poll); zero: the adaptive curve (proxmox.WaitTask).
 	TaskPollInterval time.Duration
 
 	// Consumer configures the streams and the durable consumer (concurrency, MaxAckPending,
