@@ -2,11 +2,14 @@ package handlers
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
@@ -258,6 +261,43 @@ func TestReplayOncePerDuplicate(t *testing.T) {
 	deliver(1, 9) // a duplicate publish
 	if res := l.stream.resultsOf(cmd.Ref()); len(res) != 2 || !res[1].Replayed || res[1].Status != 200 {
 		t.Fatalf("results %+v, want the first-hand one and a replay for the duplicate", res)
+	}
+	if w, _ := sc.counts(); w != 1 {
+		t.Errorf("writes = %d, want 1", w)
+	}
+}
+
+// TestStartedCommandNotLocatedIsUnconfirmed: a command that stopped after its write may
+// have been sent, and whose object can no longer be located on its next delivery (a guest
+// deleted by that very write), is not answered the locate's refusal (404 would say nothing
+// happened): it ends 502 proxmox_write_unconfirmed and its journal entry is finalized.
+func TestStartedCommandNotLocatedIsUnconfirmed(t *testing.T) {
+	t.Parallel()
+	sc := &script{}
+	sc.dispatch = []func(ctx context.Context, x *Exec) (Outcome, error){func(ctx context.Context, x *Exec) (Outcome, error) {
+		if _, err := x.Write(ctx, "write", "", sc.send(nil)); err != nil {
+			return Outcome{}, err
+		}
+		// Proxmox stops answering while the task is waited for
+		return Outcome{}, &proxmox.TransportError{Method: "GET", Path: "/nodes/pve1/tasks/x/status", Err: errors.New("connection refused")}
+	}}
+	l := newLifecycle(t, sc)
+	cmd := testCommand("gone")
+	if d := l.deliver(cmd, 1); d.Action != events.Redeliver {
+		t.Fatalf("delivery 1: %+v, want a redelivery (the write may have been sent)", d)
+	}
+	sc.mu.Lock()
+	sc.locate = func() error { return fmt.Errorf("resolve: %w", proxmox.ErrVMNotFound) }
+	sc.mu.Unlock()
+	if d := l.deliver(cmd, 2); d.Action != events.Ack {
+		t.Fatalf("delivery 2: %+v, want ack", d)
+	}
+	res := l.stream.resultsOf(cmd.Ref())
+	if len(res) != 1 || res[0].Status != 502 || res[0].Reason != ReasonProxmoxWriteUnconfirmed || !res[0].Finalized() {
+		t.Fatalf("results %+v, want one 502 proxmox_write_unconfirmed with its journal entry finalized", res)
+	}
+	if n := l.journal.inProgress(); n != 0 {
+		t.Errorf("%d journal entries still in_progress", n)
 	}
 	if w, _ := sc.counts(); w != 1 {
 		t.Errorf("writes = %d, want 1", w)

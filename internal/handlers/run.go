@@ -123,7 +123,7 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 	if r.prep.locate != nil {
 		located, err := r.prep.locate(ctx, r.client)
 		if err != nil {
-			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) events.Disposition { return r.answer(ctx, out, noJournal) })
+			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) events.Disposition { return r.refuseLocated(ctx, out) })
 		}
 		r.prep = located
 	}
@@ -192,6 +192,47 @@ func (r *run) refuse(ctx context.Context, out Outcome) events.Disposition {
 		}
 	}
 	return r.answer(ctx, out, noJournal)
+}
+
+// refuseLocated answers a refusal met while locating the command's object (a guest not
+// found). A write command that had already started — its guest deleted by its own write, say,
+// before a crash — is not answered that refusal: it may have written, so it ends 502
+// proxmox_write_unconfirmed, its journal entry finalized when its progress is known.
+func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition {
+	if r.verb.VerbAccess() != Write || r.cmd.DryRun {
+		return r.answer(ctx, out, noJournal)
+	}
+	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case state == store.Finished:
+		return r.replay(ctx, raw)
+	case state == store.Absent:
+		return r.answer(ctx, out, noJournal)
+	}
+	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case claim.State == store.Done:
+		return r.replay(ctx, claim.Result)
+	case claim.State == store.Claimed: // released meanwhile: nothing had been written
+		r.release(ctx, claim.Lease)
+		return r.answer(ctx, out, noJournal)
+	case claim.State != store.Resumed:
+		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
+	}
+	ctx = context.WithoutCancel(ctx)
+	unconfirmed := unconfirmedWrite()
+	unconfirmed.Detail = "the command had started and its write may have been sent, but its object can no longer be found (" +
+		cmp.Or(out.Detail, out.Reason) + "); it is not sent again: check it in Proxmox"
+	journal := journalState{}
+	if claim.ProgressKnown && claim.Progress.JournalID != 0 {
+		journal = r.finalize(ctx, claim.Progress, unconfirmed, "")
+	}
+	r.log.Warn("a started command's object can no longer be located; answered unconfirmed", "reason", out.Reason)
+	return r.complete(ctx, claim.Lease, unconfirmed, journal)
 }
 
 // fromRecord answers a command whose outcome is already stored, from its record, and reports
