@@ -7,6 +7,8 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -152,8 +154,10 @@ func taskOK(t simpve.TaskInfo) bool {
 // or not the answer reached proxbus, and, for a task, ended OK) per resource, and compares
 // them with what the commands allow:
 //   - storage creates per storage id, clones/creates per new vmid, move_disk per (vmid, disk),
-//     resizes and starts per new vmid, snapshot creates and deletes per (vmid, name): at most 1;
-//   - power writes on the shared guests: see checkPower.
+//     resizes and starts per new vmid, snapshot creates and deletes per (vmid, name), guest
+//     destroys (DELETE) per vmid: at most 1;
+//   - power writes on the shared guests, backups (POST /nodes/{node}/vzdump, its guest the
+//     vmid parameter), migrations and vm.delete's stop and DELETE: see checkGuestWrites.
 func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *collected) {
 	rep.writes = map[string]int{}
 	byUPID := map[string]simpve.TaskInfo{}
@@ -162,7 +166,7 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 	}
 	per := map[string]int{}
 	first, last := map[string]time.Time{}, map[string]time.Time{}
-	var powerWrites []writeRec
+	var guestWrites []writeRec
 	for _, r := range recs {
 		if r.Status != http.StatusOK {
 			continue
@@ -182,6 +186,18 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 			kind, key = "clone", "new vmid "+r.Params["newid"]
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
 			kind, key = "create", "new vmid "+r.Params["vmid"]
+		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump"):
+			kind = "backup"
+			guestWrites = append(guestWrites, r)
+		case isGuest && r.Method == http.MethodPost && rest == "migrate":
+			kind = "migrate"
+			guestWrites = append(guestWrites, r)
+		case isGuest && r.Method == http.MethodDelete && rest == "":
+			kind, key = "delete", fmt.Sprintf("vmid %d delete", vmid)
+			guestWrites = append(guestWrites, r)
+		case isGuest && rest == "status/stop" && vmid >= firstNewVMID: // provisions never stop
+			kind = "delete stop"
+			guestWrites = append(guestWrites, r)
 		case isGuest && rest == "move_disk":
 			kind, key = "move_disk", fmt.Sprintf("vmid %d disk %s", vmid, r.Params["disk"])
 		case isGuest && rest == "resize":
@@ -196,7 +212,7 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 			kind, key = "provision start", fmt.Sprintf("new vmid %d %s", vmid, rest)
 		case isGuest && strings.HasPrefix(rest, "status/"):
 			kind = "power"
-			powerWrites = append(powerWrites, r)
+			guestWrites = append(guestWrites, r)
 		case strings.HasSuffix(r.Path, "/status"):
 			kind = "node reboot"
 		default:
@@ -216,15 +232,35 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 			rep.dupWrites = append(rep.dupWrites, rep.mark(fmt.Sprintf("%s: %d writes", k, per[k]), first[k], last[k]))
 		}
 	}
-	rep.checkPower(powerWrites, plan, c)
+	rep.checkGuestWrites(guestWrites, plan, c)
 }
 
-// checkPower attributes every power write on a shared guest to the command that sent it: the
-// command whose step or result names the write's task (UPID), else — the answer was lost, or
-// those events — the one with the latest "started" step at or before the write (commands for one
-// guest never run at once, so that is the command that was running). A command with more
-// writes than it makes (one; two for a forced container reboot) wrote twice.
-func (rep *report) checkPower(writes []writeRec, plan []*planned, c *collected) {
+// writeGuest is the vmid a write on a guest acts on: the path's guest, or vzdump's vmid
+// parameter (its path names the node only); 0 for other writes.
+func writeGuest(r writeRec) int64 {
+	if vmid, _, ok := resourceOf(r.Path); ok {
+		return vmid
+	}
+	if r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump") {
+		if vmid, err := strconv.ParseInt(r.Params["vmid"], 10, 64); err == nil {
+			return vmid
+		}
+	}
+	return 0
+}
+
+// checkGuestWrites attributes every write on a guest that a command of the plan with that
+// guest (planned.guest) makes — power writes on the shared guests, vzdumps, migrations,
+// vm.delete's stop and DELETE — to the command that sent it: the command on that guest whose
+// step or result names the write's task (UPID), else — the answer was lost, or those events
+// — the one with the latest "started" write step (guestWriteSteps) or journal entry creation
+// at or before the write (commands for one guest never run at once, and each writes its
+// entry once it holds the guest, so that is the command that was running; the entry counts
+// when its step events were lost, as while the events stream's leader is down). A
+// command with more writes than it makes (planned.ops: one; two for a forced container reboot
+// and for vm.delete with stop_first) wrote twice; a write no command on its guest had started
+// is flagged too.
+func (rep *report) checkGuestWrites(writes []writeRec, plan []*planned, c *collected) {
 	type start struct {
 		at time.Time
 		p  *planned
@@ -234,7 +270,7 @@ func (rep *report) checkPower(writes []writeRec, plan []*planned, c *collected) 
 		if p.guest == 0 {
 			continue
 		}
-		for _, at := range c.started[p.cmd.ID] {
+		for _, at := range slices.Concat(c.started[p.cmd.ID], c.journaled[p.cmd.ID]) {
 			starts[p.guest] = append(starts[p.guest], start{at, p})
 		}
 	}
@@ -247,7 +283,7 @@ func (rep *report) checkPower(writes []writeRec, plan []*planned, c *collected) 
 	}
 	count := map[*planned][]time.Time{}
 	for _, w := range writes {
-		vmid, _, _ := resourceOf(w.Path)
+		vmid := writeGuest(w)
 		if p := byID[c.upids[w.UPID]]; w.UPID != "" && p != nil && p.guest == vmid {
 			count[p] = append(count[p], w.At)
 			continue
@@ -260,15 +296,15 @@ func (rep *report) checkPower(writes []writeRec, plan []*planned, c *collected) 
 			owner = s.p
 		}
 		if owner == nil {
-			rep.dupWrites = append(rep.dupWrites, fmt.Sprintf("guest %d: a power write at %s that no command had started",
-				vmid, w.At.Format("15:04:05.000")))
+			rep.dupWrites = append(rep.dupWrites, fmt.Sprintf("guest %d: %s %s at %s, a write no command on the guest had started",
+				vmid, w.Method, w.Path, w.At.Format("15:04:05.000")))
 			continue
 		}
 		count[owner] = append(count[owner], w.At)
 	}
 	for _, p := range plan {
 		if ts := count[p]; len(ts) > p.ops {
-			rep.dupWrites = append(rep.dupWrites, rep.mark(fmt.Sprintf("guest %d: %s %s sent %d power writes (makes %d)",
+			rep.dupWrites = append(rep.dupWrites, rep.mark(fmt.Sprintf("guest %d: %s %s sent %d writes on it (makes at most %d)",
 				p.guest, p.cmd.Verb, p.cmd.ID, len(ts), p.ops), ts[0], ts[len(ts)-1]))
 		}
 	}
@@ -363,6 +399,18 @@ func (rep *report) print(w io.Writer) {
 	}
 }
 
+// entryTimes maps every command id to when its journal entries were created (a command
+// resumed after its entry's creation was lost writes a second one).
+func entryTimes(entries []simnetbox.Entry) map[string][]time.Time {
+	out := map[string][]time.Time{}
+	for _, e := range entries {
+		if id := commandOf(e.Comments); id != "" {
+			out[id] = append(out[id], e.Created)
+		}
+	}
+	return out
+}
+
 // commandOf returns the command_id bullet of a journal comment ("" when there is none).
 func commandOf(comments string) string {
 	i := strings.Index(comments, "- command_id: ")
@@ -400,18 +448,31 @@ type written struct {
 	effective bool
 }
 
+// same reports whether o is the same simulator write as w.
+func (w written) same(o written) bool {
+	return w.rec.Method == o.rec.Method && w.rec.Path == o.rec.Path && w.rec.At.Equal(o.rec.At) && w.rec.UPID == o.rec.UPID
+}
+
 func (w written) String() string {
 	return fmt.Sprintf("%s %s at %s", w.rec.Method, w.rec.Path, w.rec.At.Format("15:04:05.000"))
 }
 
 // writeResource names what a PVE write acts on, as planResource names what a command acts
-// on: "storage:<id>", "vm:<new vmid>" (every write of a provision), "snap:<vmid>/<name>",
+// on: "storage:<id>", "backup:<vmid>" (a vzdump), "migrate:<vmid>", "delete:<vmid>" (the
+// DELETE of a guest, and the stop of a soak VM, which only vm.delete's stop_first sends),
+// "vm:<new vmid>" (every other write on a soak VM: its provision's), "snap:<vmid>/<name>",
 // "snapdel:<vmid>/<name>", "power:<vmid>"; "" for a write no command of the plan makes.
 func writeResource(r writeRec) string {
 	vmid, rest, isGuest := resourceOf(r.Path)
 	switch {
 	case r.Path == "/storage" && r.Method == http.MethodPost:
 		return "storage:" + r.Params["storage"]
+	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump") && writeGuest(r) != 0:
+		return "backup:" + strconv.FormatInt(writeGuest(r), 10)
+	case isGuest && r.Method == http.MethodPost && rest == "migrate":
+		return "migrate:" + strconv.FormatInt(vmid, 10)
+	case isGuest && (r.Method == http.MethodDelete && rest == "" || vmid >= firstNewVMID && rest == "status/stop"):
+		return "delete:" + strconv.FormatInt(vmid, 10)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
 		return "vm:" + r.Params["newid"]
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
@@ -430,11 +491,12 @@ func writeResource(r writeRec) string {
 
 // cmdData is the part of a command's data that names its resource.
 type cmdData struct {
-	VM        json.Number `json:"vm"`
-	Snapshot  string      `json:"snapshot"`
-	Storage   string      `json:"storage"`
-	NewVMID   json.Number `json:"new_vmid"`
-	Datastore string      `json:"datastore"`
+	VM         vmRef       `json:"vm"`
+	Snapshot   string      `json:"snapshot"`
+	Storage    string      `json:"storage"`
+	NewVMID    json.Number `json:"new_vmid"`
+	Datastore  string      `json:"datastore"`
+	TargetNode string      `json:"target_node"`
 }
 
 func parseCmdData(p *planned) (cmdData, bool) {
@@ -462,19 +524,39 @@ func planResource(p *planned) (string, map[string]bool) {
 	case "vm.snapshot.delete":
 		return "snapdel:" + d.VM.String() + "/" + d.Snapshot, map[string]bool{"delete_snapshot": true}
 	}
-	if p.guest != 0 {
-		return "power:" + strconv.FormatInt(p.guest, 10), powerSteps
+	if p.guest == 0 {
+		return "", nil
+	}
+	vmid := strconv.FormatInt(p.guest, 10)
+	switch {
+	case p.cmd.Verb == "vm.backup":
+		return "backup:" + vmid, backupSteps
+	case p.cmd.Verb == "vm.migrate":
+		return "migrate:" + vmid, migrateSteps
+	case p.cmd.Verb == "vm.delete":
+		return "delete:" + vmid, deleteSteps
+	case isPowerVerb(p.cmd.Verb):
+		return "power:" + vmid, powerSteps
 	}
 	return "", nil
+}
+
+// guestOpResource reports whether res is a write on a guest that checkGuestWrites attributes
+// (power, backup, migrate, delete): one no step or task attributes stays unattributed here.
+func guestOpResource(res string) bool {
+	kind, _, _ := strings.Cut(res, ":")
+	return kind == "power" || kind == "backup" || kind == "migrate" || kind == "delete"
 }
 
 // attribute gives every write the simulator applied to the plan command that sent it: among
 // the commands of the write's resource (a command, its Idempotency-Key twins, other commands
 // of the same storage or guest), the one whose step or result names the write's task (UPID), else
-// the one with the latest started step of that write's kind at or before the write; when none
-// had started such a step (its step event was lost), the first of them in the plan, except for
-// power writes on a shared guest, which stay unattributed (checkPower flags those). It returns
-// command id → its writes.
+// the one with the latest started step of that write's kind at or before the write (for a
+// write on a guest by a power verb, vm.backup, vm.migrate or vm.delete, also the latest
+// creation of a candidate's journal entry, as in checkGuestWrites); when none had started such
+// a step (its step event was lost), the first of them in the plan, except for
+// the writes on a guest of power verbs, vm.backup, vm.migrate and vm.delete, which stay
+// unattributed (checkGuestWrites flags those). It returns command id → its writes.
 func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *collected) map[string][]written {
 	byUPID := map[string]simpve.TaskInfo{}
 	for _, t := range tasks {
@@ -519,15 +601,25 @@ func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *col
 		}
 		if owner == nil {
 			var latest time.Time
+			later := func(p *planned, at time.Time) {
+				if !at.After(r.At) && !at.Before(latest) {
+					owner, latest = p, at
+				}
+			}
 			for _, cd := range cs {
 				for _, s := range starts[cd.p.cmd.ID] {
-					if (cd.steps == nil || cd.steps[s.Step]) && !s.At.After(r.At) && !s.At.Before(latest) {
-						owner, latest = cd.p, s.At
+					if cd.steps == nil || cd.steps[s.Step] {
+						later(cd.p, s.At)
+					}
+				}
+				if guestOpResource(res) { // one command at a time on a guest: its entry counts too
+					for _, at := range c.journaled[cd.p.cmd.ID] {
+						later(cd.p, at)
 					}
 				}
 			}
 		}
-		if owner == nil && !strings.HasPrefix(res, "power:") {
+		if owner == nil && !guestOpResource(res) {
 			owner = cs[0].p
 		}
 		if owner != nil {
@@ -541,19 +633,35 @@ func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *col
 type finalState struct {
 	snapshots map[int64]map[string]bool // guest → its snapshot names
 	storages  map[string]string         // storage id → its datastore (existing storages only)
-	guests    map[int64]bool            // vmid → exists
+	guests    map[int64]bool            // vmid → exists (every vm and new_vmid of the plan)
+	nodes     map[int64]string          // vmid → its node (existing guests only)
+	backups   map[string]bool           // volume ids of the backups in the storages vm.backup names
 }
 
 // readFinalState reads the simulator's state of every guest, storage and new vmid the plan
-// names.
+// names, and the backups in every storage a vm.backup names (through the simulator's
+// handler, on every node: a directory storage holds one list per node).
 func readFinalState(pve *simpve.Server, plan []*planned) finalState {
-	fs := finalState{snapshots: map[int64]map[string]bool{}, storages: map[string]string{}, guests: map[int64]bool{}}
+	fs := finalState{snapshots: map[int64]map[string]bool{}, storages: map[string]string{}, guests: map[int64]bool{},
+		nodes: map[int64]string{}, backups: map[string]bool{}}
+	guest := func(vm int64) {
+		if _, seen := fs.guests[vm]; seen {
+			return
+		}
+		g, ok := pve.Guest(vm)
+		fs.guests[vm] = ok
+		if ok {
+			fs.nodes[vm] = g.Node
+		}
+	}
+	backupStorages := map[string]bool{}
 	for _, p := range plan {
 		d, ok := parseCmdData(p)
 		if !ok {
 			continue
 		}
 		if vm, err := d.VM.Int64(); err == nil {
+			guest(vm)
 			if _, seen := fs.snapshots[vm]; !seen {
 				fs.snapshots[vm] = map[string]bool{}
 				if g, ok := pve.Guest(vm); ok {
@@ -567,12 +675,41 @@ func readFinalState(pve *simpve.Server, plan []*planned) finalState {
 			if sc, ok := pve.StorageConfig(d.Storage); ok {
 				fs.storages[d.Storage] = sc["datastore"]
 			}
+			if p.cmd.Verb == "vm.backup" && !backupStorages[d.Storage] {
+				backupStorages[d.Storage] = true
+				maps.Copy(fs.backups, storageBackups(pve.Handler(), d.Storage))
+			}
 		}
 		if vm, err := d.NewVMID.Int64(); err == nil {
-			_, fs.guests[vm] = pve.Guest(vm)
+			guest(vm)
 		}
 	}
 	return fs
+}
+
+// storageBackups returns the volume ids of the backups storage lists on any node of the demo
+// cluster (GET …/storage/{storage}/content?content=backup through h, the simulator's
+// handler, without the soak's faults); none for a storage that does not exist.
+func storageBackups(h http.Handler, storage string) map[string]bool {
+	out := map[string]bool{}
+	for _, node := range pveNodes {
+		req := httptest.NewRequest(http.MethodGet, simpve.APIPrefix+"/nodes/"+node+"/storage/"+url.PathEscape(storage)+"/content?content=backup", nil)
+		req.Header.Set("Authorization", "PVEAPIToken="+pveTokenID+"="+pveSecret)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		var body struct {
+			Data []struct {
+				VolID string `json:"volid"`
+			} `json:"data"`
+		}
+		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &body) != nil {
+			continue
+		}
+		for _, v := range body.Data {
+			out[v.VolID] = true
+		}
+	}
+	return out
 }
 
 // answeredTwins reports, per command id, whether another command of the plan carries the same
@@ -680,7 +817,7 @@ func (rep *report) checkAnswers(plan []*planned, published map[string]time.Time,
 				first = r
 			}
 		}
-		decided, wrong := judge(p, first, ws, effective, fs)
+		decided, wrong := judge(p, first, ws, effective, fs, published[id])
 		if decided {
 			rep.decided++
 		}
@@ -691,22 +828,31 @@ func (rep *report) checkAnswers(plan []*planned, published map[string]time.Time,
 	}
 }
 
-// judge compares answer a of command p with what Proxmox holds (ws: the writes attributed to
-// p; effective: every effective write per resource; fs: the final state). It returns whether
-// the answer could be judged and, when it is contradicted, why. Rules:
+// judge compares answer a of command p, published at pub, with what Proxmox holds (ws: the
+// writes attributed to p; effective: every effective write per resource; fs: the final
+// state). It returns whether the answer could be judged and, when it is contradicted, why.
+// Rules:
 //   - a 4xx refusal sent no write;
 //   - a 5xx failure had no effect: no effective write of p, except where the contract allows
 //     one (vm.provision leaves a clone behind, §9 finding 6; a reboot answered
-//     proxmox_write_unconfirmed cannot be proven by reading, finding 1);
+//     proxmox_write_unconfirmed cannot be proven by reading, finding 1; vm.delete's stop_first
+//     stop may have taken effect, only its DELETE must not have);
 //   - vm.snapshot.create succeeded → the snapshot exists, or a delete of it took effect;
 //   - vm.snapshot.delete succeeded → the snapshot is absent, or a create of it took effect
 //     after the answer;
 //   - storage.pbs.create created/already_present → the storage exists with p's datastore;
 //     storage_conflict → it exists with another datastore;
-//   - vm.provision succeeded → the new guest exists.
+//   - vm.provision succeeded → the new guest exists, or a DELETE of it took effect;
+//   - vm.backup created → the storage lists the backup (output volid);
+//   - vm.migrate ok/already_present → p's own migration to target_node took effect, or (when
+//     it has none) the guest is on target_node at the end, unless another command's migration
+//     or DELETE of the guest took effect after p was published (then it is not judged); a
+//     migration of p's to another node contradicts it;
+//   - vm.delete ok/already_absent → the guest does not exist at the end, unless its provision
+//     wrote after p was published (then it is not judged).
 //
 // Power successes are not judged: later commands change the guest's state.
-func judge(p *planned, a resultEv, ws []written, effective map[string][]written, fs finalState) (bool, string) {
+func judge(p *planned, a resultEv, ws []written, effective map[string][]written, fs finalState, pub time.Time) (bool, string) {
 	res, _ := planResource(p)
 	if res == "" {
 		return false, ""
@@ -733,7 +879,7 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 			return false, ""
 		}
 		for _, w := range ws {
-			if w.effective {
+			if w.effective && !(p.cmd.Verb == "vm.delete" && w.rec.Method != http.MethodDelete) {
 				return true, "its write took effect: " + w.String()
 			}
 		}
@@ -742,6 +888,13 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 		return false, ""
 	}
 	vm, _ := d.VM.Int64()
+	// since reports whether another command's effective write of resource res came at or
+	// after p's publication.
+	since := func(res string) bool {
+		return slices.ContainsFunc(effective[res], func(w written) bool {
+			return !w.rec.At.Before(pub) && !slices.ContainsFunc(ws, w.same)
+		})
+	}
 	switch p.cmd.Verb {
 	case "vm.snapshot.create":
 		if fs.snapshots[vm][d.Snapshot] || len(effective["snapdel:"+d.VM.String()+"/"+d.Snapshot]) > 0 {
@@ -769,10 +922,50 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 		return true, ""
 	case "vm.provision":
 		n, _ := d.NewVMID.Int64()
-		if !fs.guests[n] {
-			return true, "the guest does not exist"
+		if fs.guests[n] || slices.ContainsFunc(effective["delete:"+d.NewVMID.String()], func(w written) bool { return w.rec.Method == http.MethodDelete }) {
+			return true, ""
+		}
+		return true, "the guest does not exist and no DELETE of it took effect"
+	case "vm.backup":
+		var out struct {
+			VolID string `json:"volid"`
+		}
+		switch {
+		case json.Unmarshal(r.Output, &out) != nil || out.VolID == "":
+			return true, "its output names no volid"
+		case !fs.backups[out.VolID]:
+			return true, fmt.Sprintf("storage %s lists no backup %s", d.Storage, out.VolID)
 		}
 		return true, ""
+	case "vm.migrate":
+		var targets []string
+		for _, w := range ws {
+			if w.effective && w.rec.Method == http.MethodPost && strings.HasSuffix(w.rec.Path, "/migrate") {
+				targets = append(targets, w.rec.Params["target"])
+			}
+		}
+		node, exists := fs.nodes[p.guest]
+		switch {
+		case slices.Contains(targets, d.TargetNode):
+			return true, ""
+		case len(targets) > 0:
+			return true, fmt.Sprintf("its migration took the guest to %s", strings.Join(targets, ", "))
+		case since("migrate:"+strconv.FormatInt(p.guest, 10)) || since("delete:"+strconv.FormatInt(p.guest, 10)):
+			return false, ""
+		case !exists:
+			return true, "the guest does not exist"
+		case node != d.TargetNode:
+			return true, "the guest is on " + node
+		}
+		return true, ""
+	case "vm.delete":
+		switch {
+		case !fs.guests[p.guest]:
+			return true, ""
+		case since("vm:" + strconv.FormatInt(p.guest, 10)):
+			return false, ""
+		}
+		return true, "the guest still exists on " + fs.nodes[p.guest]
 	}
 	return false, ""
 }

@@ -39,7 +39,9 @@ func TestResourceOf(t *testing.T) {
 	}
 }
 
-// TestGuestOps pins the writes a successful power verb makes: two for a forced container reboot.
+// TestGuestOps pins the guest and the most writes a command makes on it: two for a forced
+// container reboot and for vm.delete with stop_first, one for vm.backup, vm.migrate and a
+// plain vm.delete; a soak VM named by its name is its vmid.
 func TestGuestOps(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -51,6 +53,14 @@ func TestGuestOps(t *testing.T) {
 		{"vm.reboot", `{"vm":200,"force":true}`, 200, 2},
 		{"vm.reboot", `{"vm":100,"force":true}`, 100, 1},
 		{"vm.snapshot.create", `{"vm":100,"snapshot":"a"}`, 0, 0},
+		{"vm.backup", `{"vm":102,"storage":"local"}`, 102, 1},
+		{"vm.migrate", `{"vm":103,"target_node":"pve2","with_local_disks":true}`, 103, 1},
+		{"vm.migrate", `{"vm":"soak-1001","target_node":"pve2"}`, 1001, 1},
+		{"vm.delete", `{"vm":1001,"stop_first":true}`, 1001, 2},
+		{"vm.delete", `{"vm":"soak-1002","stop_first":true}`, 1002, 2},
+		{"vm.delete", `{"vm":1001}`, 1001, 1},
+		{"vm.delete", `{"vm":"db-01"}`, 0, 0},
+		{"vm.provision", `{"new_vmid":1001}`, 0, 0},
 	}
 	for _, tt := range tests {
 		vmid, ops := guestOps(tt.verb, tt.data)
@@ -97,15 +107,111 @@ func TestPlanMix(t *testing.T) {
 	}
 }
 
-// TestCheckPower pins the attribution of power writes: a command that sent its write twice is
-// flagged, two commands that wrote once each are not.
-func TestCheckPower(t *testing.T) {
+// TestPlanGuestVerbs checks the mix's vm.backup, vm.migrate and vm.delete: a few percent each;
+// backups of the shared power guests into "local" or a PBS storage of the plan; migrations of
+// migrateGuests or of soak VMs provisioned at least ownVMAge commands before, with local disks,
+// to a demo node; deletes of soak VMs only (never a shared guest) with stop_first, some by
+// name; and their guest and write count filled in.
+func TestPlanGuestVerbs(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{1, 2, 3} {
+		plan := newGenerator(seed, "r", "canary", 80).plan(2000)
+		provisionedAt := map[int64]int{}
+		per := map[string]int{}
+		byName := 0
+		for i, p := range plan {
+			if p.poison != nil {
+				continue
+			}
+			var d struct {
+				VM             vmRef       `json:"vm"`
+				NewVMID        json.Number `json:"new_vmid"`
+				Storage        string      `json:"storage"`
+				TargetNode     string      `json:"target_node"`
+				WithLocalDisks bool        `json:"with_local_disks"`
+				StopFirst      bool        `json:"stop_first"`
+			}
+			if err := json.Unmarshal(p.cmd.Data, &d); err != nil {
+				t.Fatalf("seed %d: %s %s: %v", seed, p.cmd.ID, p.cmd.Data, err)
+			}
+			if p.cmd.Verb == "vm.provision" {
+				if n, err := d.NewVMID.Int64(); err == nil {
+					if _, seen := provisionedAt[n]; !seen {
+						provisionedAt[n] = i
+					}
+				}
+				continue
+			}
+			vm, _ := d.VM.Int64()
+			if strings.HasPrefix(d.VM.String(), ownVMNamePrefix) {
+				byName++
+			}
+			// ownOK: a soak VM provisioned ownVMAge commands before (or vmid firstNewVMID, never made).
+			ownOK := func() bool {
+				at, ok := provisionedAt[vm]
+				return vm == firstNewVMID || ok && i-at >= ownVMAge
+			}
+			switch p.cmd.Verb {
+			case "vm.backup":
+				per[p.cmd.Verb]++
+				if !slices.ContainsFunc(powerGuests, func(g powerGuest) bool { return g.vmid == vm }) ||
+					d.Storage != "local" && !strings.HasPrefix(d.Storage, "soak-r-pbs") || p.guest != vm || p.ops != 1 {
+					t.Errorf("seed %d: %s %s (guest %d, ops %d)", seed, p.cmd.Verb, p.cmd.Data, p.guest, p.ops)
+				}
+			case "vm.migrate":
+				per[p.cmd.Verb]++
+				if !slices.Contains(migrateGuests, vm) && !ownOK() || !d.WithLocalDisks || !slices.Contains(pveNodes, d.TargetNode) ||
+					p.guest != vm || p.ops != 1 {
+					t.Errorf("seed %d: %s %s at %d (guest %d, ops %d)", seed, p.cmd.Verb, p.cmd.Data, i, p.guest, p.ops)
+				}
+			case "vm.delete":
+				per[p.cmd.Verb]++
+				if vm < firstNewVMID || !ownOK() || !d.StopFirst || p.guest != vm || p.ops != 2 {
+					t.Errorf("seed %d: %s %s at %d (guest %d, ops %d)", seed, p.cmd.Verb, p.cmd.Data, i, p.guest, p.ops)
+				}
+			}
+		}
+		for _, verb := range []string{"vm.backup", "vm.migrate", "vm.delete"} {
+			if per[verb] < 30 || per[verb] > 120 {
+				t.Errorf("seed %d: %d %s of 2000, want 1.5–6%%", seed, per[verb], verb)
+			}
+		}
+		if byName == 0 {
+			t.Errorf("seed %d: no vm.migrate or vm.delete names a soak VM by its name", seed)
+		}
+	}
+}
+
+// TestCheckGuestWrites pins the attribution of writes on a guest to the commands on it: a
+// command that sent a write twice is flagged, commands that wrote once each are not; vm.delete
+// with stop_first may send two (stop, DELETE); a vzdump's guest is its vmid parameter; a
+// command whose step events were lost is known by its journal entry.
+func TestCheckGuestWrites(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p1 := &planned{cmd: events.Command{ID: "c1", Verb: "vm.reboot"}, guest: 100, ops: 1}
-	p2 := &planned{cmd: events.Command{ID: "c2", Verb: "vm.reboot"}, guest: 100, ops: 1}
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	p1 := cmd("c1", "vm.reboot", `{"vm":100}`, "")
+	p2 := cmd("c2", "vm.reboot", `{"vm":100}`, "")
+	bk := cmd("bk", "vm.backup", `{"vm":100,"storage":"local"}`, "")
+	mg := cmd("mg", "vm.migrate", `{"vm":"soak-1001","target_node":"pve2","with_local_disks":true}`, "")
+	del := cmd("del", "vm.delete", `{"vm":1001,"stop_first":true}`, "")
+	p3 := cmd("c3", "vm.stop", `{"vm":100,"force":true}`, "") // its step events are lost: only its journal entry shows it
+	plan := []*planned{p1, p2, bk, mg, del, p3}
 	w := func(sec int) writeRec {
-		return writeRec{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", Status: 200, At: t0.Add(time.Duration(sec) * time.Second)}
+		return writeRec{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", Status: 200, At: at(sec)}
+	}
+	vzdump := func(sec int, upid string) writeRec {
+		return writeRec{Method: "POST", Path: "/nodes/pve1/vzdump", Params: map[string]string{"vmid": "100", "storage": "local"},
+			Status: 200, UPID: upid, At: at(sec)}
+	}
+	migrate := func(sec int) writeRec {
+		return writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/migrate", Params: map[string]string{"target": "pve2"}, Status: 200, At: at(sec)}
+	}
+	stop := func(sec int) writeRec {
+		return writeRec{Method: "POST", Path: "/nodes/pve2/qemu/1001/status/stop", Status: 200, At: at(sec)}
+	}
+	destroy := func(sec int) writeRec {
+		return writeRec{Method: "DELETE", Path: "/nodes/pve2/qemu/1001", Status: 200, At: at(sec)}
 	}
 	tests := []struct {
 		name   string
@@ -114,22 +220,68 @@ func TestCheckPower(t *testing.T) {
 	}{
 		{"one each", []writeRec{w(1), w(11)}, 0},
 		{"first sent twice", []writeRec{w(1), w(5), w(11)}, 1},
-		{"before any start", []writeRec{{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", At: t0.Add(-time.Second)}}, 1},
+		{"before any start", []writeRec{{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", At: at(-1)}}, 1},
 		// finding 7: c2's started step was dropped, so timing gives its write to c1; its done
 		// step names the task.
 		{"the task's UPID wins over timing", []writeRec{w(1), {Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", Status: 200,
-			UPID: "U2", At: t0.Add(5 * time.Second)}}, 0},
+			UPID: "U2", At: at(5)}}, 0},
+		{"a backup's vzdump is the backup's, by its vmid parameter", []writeRec{w(1), w(11), vzdump(21, "")}, 0},
+		{"a vzdump sent twice", []writeRec{w(1), w(11), vzdump(21, ""), vzdump(22, "")}, 1},
+		{"a vzdump whose task the backup names, before its started step", []writeRec{w(1), w(11), vzdump(19, "UB")}, 0},
+		{"a migration", []writeRec{migrate(31)}, 0},
+		{"a migration sent twice", []writeRec{migrate(31), migrate(32)}, 1},
+		{"a delete's stop and DELETE", []writeRec{migrate(31), stop(41), destroy(42)}, 0},
+		{"a delete that stopped twice", []writeRec{stop(41), stop(42), destroy(43)}, 1},
+		{"a DELETE before any command on the guest started", []writeRec{destroy(29)}, 1},
+		{"a write whose step events were lost, by its command's journal entry", []writeRec{w(1), w(11), vzdump(21, ""),
+			{Method: "POST", Path: "/nodes/pve1/qemu/100/status/stop", Status: 200, At: at(51)}}, 0},
+		{"a DELETE while only the migration had started: the migration's second write", []writeRec{migrate(31), destroy(39)}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			c := &collected{started: map[string][]time.Time{"c1": {t0}, "c2": {t0.Add(10 * time.Second)}}, upids: map[string]string{"U2": "c2"}}
+			c := &collected{started: map[string][]time.Time{"c1": {at(0)}, "c2": {at(10)}, "bk": {at(20)}, "mg": {at(30)}, "del": {at(40), at(41)}},
+				upids: map[string]string{"U2": "c2", "UB": "bk"}, journaled: map[string][]time.Time{"c3": {at(50)}}}
 			rep := &report{}
-			rep.checkPower(tt.writes, []*planned{p1, p2}, c)
+			rep.checkGuestWrites(tt.writes, plan, c)
 			if len(rep.dupWrites) != tt.want {
 				t.Errorf("flagged %v, want %d items", rep.dupWrites, tt.want)
 			}
 		})
+	}
+}
+
+// TestCheckWritesKinds pins how checkWrites counts the writes of vm.backup, vm.migrate and
+// vm.delete (not as provision writes of a soak VM) and that a guest is destroyed once.
+func TestCheckWritesKinds(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(sec int) time.Time { return t0.Add(time.Duration(sec) * time.Second) }
+	prov := cmd("pr", "vm.provision", `{"new_vmid":1001}`, "")
+	del := cmd("del", "vm.delete", `{"vm":1001,"stop_first":true}`, "")
+	del2 := cmd("del2", "vm.delete", `{"vm":1001,"stop_first":true}`, "")
+	bk := cmd("bk", "vm.backup", `{"vm":100,"storage":"local"}`, "")
+	mg := cmd("mg", "vm.migrate", `{"vm":1001,"target_node":"pve3"}`, "")
+	plan := []*planned{prov, del, del2, bk, mg}
+	recs := []writeRec{
+		{Method: "POST", Path: "/nodes/pve1/qemu/9000/clone", Params: map[string]string{"newid": "1001"}, Status: 200, At: at(1)},
+		{Method: "POST", Path: "/nodes/pve1/qemu/1001/status/start", Status: 200, At: at(2)},
+		{Method: "POST", Path: "/nodes/pve1/vzdump", Params: map[string]string{"vmid": "100"}, Status: 200, At: at(3)},
+		{Method: "POST", Path: "/nodes/pve1/qemu/1001/migrate", Params: map[string]string{"target": "pve3"}, Status: 200, At: at(4)},
+		{Method: "POST", Path: "/nodes/pve3/qemu/1001/status/stop", Status: 200, At: at(5)},
+		{Method: "DELETE", Path: "/nodes/pve3/qemu/1001", Status: 200, At: at(6)},
+	}
+	c := &collected{started: map[string][]time.Time{"bk": {at(3)}, "mg": {at(4)}, "del": {at(5), at(6)}, "del2": {at(7)}}, upids: map[string]string{}}
+	rep := &report{}
+	rep.checkWrites(recs, nil, plan, c)
+	want := map[string]int{"clone": 1, "provision start": 1, "backup": 1, "migrate": 1, "delete stop": 1, "delete": 1}
+	if !maps.Equal(rep.writes, want) || len(rep.dupWrites) != 0 {
+		t.Errorf("writes %v, flagged %v; want %v, none", rep.writes, rep.dupWrites, want)
+	}
+	rep = &report{}
+	rep.checkWrites(append(recs, writeRec{Method: "DELETE", Path: "/nodes/pve3/qemu/1001", Status: 200, At: at(8)}), nil, plan, c)
+	if len(rep.dupWrites) != 1 || !strings.Contains(rep.dupWrites[0], "vmid 1001 delete: 2 writes") {
+		t.Errorf("a second DELETE of 1001: flagged %v, want the vmid's two deletes", rep.dupWrites)
 	}
 }
 
@@ -182,7 +334,13 @@ func TestWriteResource(t *testing.T) {
 		{writeRec{Method: "POST", Path: "/nodes/pve1/lxc/200/snapshot", Params: map[string]string{"snapname": "a"}}, "snap:200/a"},
 		{writeRec{Method: "DELETE", Path: "/nodes/pve1/qemu/100/snapshot/a"}, "snapdel:100/a"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot"}, "power:100"},
+		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/100/status/stop"}, "power:100"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/status"}, ""},
+		{writeRec{Method: "POST", Path: "/nodes/pve2/vzdump", Params: map[string]string{"vmid": "101", "storage": "local"}}, "backup:101"},
+		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/migrate", Params: map[string]string{"target": "pve2"}}, "migrate:1001"},
+		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/103/migrate"}, "migrate:103"},
+		{writeRec{Method: "DELETE", Path: "/nodes/pve2/qemu/1001"}, "delete:1001"},
+		{writeRec{Method: "POST", Path: "/nodes/pve2/qemu/1001/status/stop"}, "delete:1001"},
 	}
 	for _, tt := range tests {
 		if got := writeResource(tt.rec); got != tt.want {
@@ -204,6 +362,10 @@ func TestPlanResource(t *testing.T) {
 		{cmd("c", "vm.snapshot.create", `{"vm":100,"snapshot":"a"}`, ""), "snap:100/a", "create_snapshot"},
 		{cmd("c", "vm.snapshot.delete", `{"vm":200,"snapshot":"a"}`, ""), "snapdel:200/a", "delete_snapshot"},
 		{cmd("c", "vm.reboot", `{"vm":200,"force":true}`, ""), "power:200", "reboot_vm"},
+		{cmd("c", "vm.backup", `{"vm":100,"storage":"local"}`, ""), "backup:100", "backup_vm"},
+		{cmd("c", "vm.migrate", `{"vm":"soak-1001","target_node":"pve2"}`, ""), "migrate:1001", "migrate_vm"},
+		{cmd("c", "vm.delete", `{"vm":1001,"stop_first":true}`, ""), "delete:1001", "stop_vm"},
+		{cmd("c", "vm.delete", `{"vm":"soak-1001","stop_first":true}`, ""), "delete:1001", "delete_vm"},
 		{cmd("c", "vm.list", `{}`, ""), "", ""},
 		{&planned{cmd: events.Command{ID: "p"}, poison: &poison{kind: "data_not_json"}}, "", ""},
 	}
@@ -280,6 +442,62 @@ func TestAttribute(t *testing.T) {
 				}
 				if len(got[id]) != tt.want[id] || eff != tt.eff[id] {
 					t.Errorf("%s: %d writes (%d effective), want %d (%d)", id, len(got[id]), eff, tt.want[id], tt.eff[id])
+				}
+			}
+		})
+	}
+}
+
+// TestAttributeGuestVerbs pins the attribution of the writes of vm.backup, vm.migrate and
+// vm.delete: to their own commands, never to the provision of the soak VM they act on, by
+// the step of their write's kind or, when their steps were lost, their journal entry;
+// without either (and a task) they stay unattributed.
+func TestAttributeGuestVerbs(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	plan := []*planned{
+		cmd("pr", "vm.provision", `{"new_vmid":1001}`, ""),
+		cmd("mg", "vm.migrate", `{"vm":"soak-1001","target_node":"pve2","with_local_disks":true}`, ""),
+		cmd("del", "vm.delete", `{"vm":1001,"stop_first":true}`, ""),
+		cmd("bk", "vm.backup", `{"vm":100,"storage":"local"}`, ""),
+		cmd("pw", "vm.stop", `{"vm":100,"force":true}`, ""),
+	}
+	step := func(id, name string, s float64) stepLine {
+		return stepLine{Command: id, Step: name, Status: string(events.StepStarted), At: at(s)}
+	}
+	allSteps := []stepLine{step("pr", "clone_template", 1), step("mg", "migrate_vm", 10), step("del", "stop_vm", 20),
+		step("del", "delete_vm", 21), step("bk", "backup_vm", 30), step("pw", "stop_vm", 40)}
+	rec := func(method, path string, s float64, params map[string]string) writeRec {
+		return writeRec{Method: method, Path: path, Params: params, Status: 200, At: at(s)}
+	}
+	recs := []writeRec{
+		rec("POST", "/nodes/pve1/qemu/9000/clone", 2, map[string]string{"newid": "1001"}),
+		rec("POST", "/nodes/pve1/qemu/1001/migrate", 11, map[string]string{"target": "pve2"}),
+		rec("POST", "/nodes/pve2/qemu/1001/status/stop", 20.5, nil),
+		rec("DELETE", "/nodes/pve2/qemu/1001", 22, nil),
+		rec("POST", "/nodes/pve1/vzdump", 31, map[string]string{"vmid": "100", "storage": "local"}),
+		rec("POST", "/nodes/pve1/qemu/100/status/stop", 41, nil),
+	}
+	tests := []struct {
+		name      string
+		steps     []stepLine
+		journaled map[string][]time.Time
+		want      map[string]int
+	}{
+		{"each its own", allSteps, nil, map[string]int{"pr": 1, "mg": 1, "del": 2, "bk": 1, "pw": 1}},
+		{"no steps of the guest verbs: only the provision's clone", allSteps[:1], nil, map[string]int{"pr": 1}},
+		{"steps lost, journal entries written", allSteps[:1], map[string][]time.Time{"mg": {at(9)}, "del": {at(19)}, "bk": {at(29)}},
+			map[string]int{"pr": 1, "mg": 1, "del": 2, "bk": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := &collected{steps: tt.steps, upids: taskOwners(tt.steps, nil), journaled: tt.journaled}
+			got := attribute(recs, nil, plan, c)
+			for _, p := range plan {
+				if id := p.cmd.ID; len(got[id]) != tt.want[id] {
+					t.Errorf("%s: %d writes %v, want %d", id, len(got[id]), got[id], tt.want[id])
 				}
 			}
 		})
@@ -372,6 +590,31 @@ func TestJudge(t *testing.T) {
 	other := finalState{storages: map[string]string{"s1": "d2"}}
 	createW := w("snap:100/a", "/nodes/pve1/qemu/100/snapshot", 0, true)
 	deleteW := w("snapdel:100/a", "/nodes/pve1/qemu/100/snapshot/a", 1, true)
+	// The new verbs: p is published 10 s before its answer (at t0).
+	pub := t0.Add(-10 * time.Second)
+	out := func(status int, result, reason, output string) resultEv {
+		a := ans(status, result, reason)
+		a.res.Output = json.RawMessage(output)
+		return a
+	}
+	wm := func(res, method, path string, sec int, effective bool, params map[string]string) written {
+		return written{rec: writeRec{Method: method, Path: path, Params: params, At: t0.Add(time.Duration(sec) * time.Second)}, resource: res, effective: effective}
+	}
+	backup := cmd("c", "vm.backup", `{"vm":100,"storage":"local"}`, "")
+	vzdumpW := wm("backup:100", "POST", "/nodes/pve1/vzdump", -5, true, map[string]string{"vmid": "100"})
+	const volid = "local:backup/vzdump-qemu-100-2026_01_01-00_00_00.vma.zst"
+	backedUp := finalState{backups: map[string]bool{volid: true}}
+	migrate := cmd("c", "vm.migrate", `{"vm":"soak-1001","target_node":"pve2","with_local_disks":true}`, "")
+	migW := func(target string, sec int, effective bool) written {
+		return wm("migrate:1001", "POST", "/nodes/pve1/qemu/1001/migrate", sec, effective, map[string]string{"target": target})
+	}
+	onNode := func(node string) finalState {
+		return finalState{guests: map[int64]bool{1001: true}, nodes: map[int64]string{1001: node}}
+	}
+	gone := finalState{guests: map[int64]bool{1001: false}, nodes: map[int64]string{}}
+	vmDelete := cmd("c", "vm.delete", `{"vm":1001,"stop_first":true}`, "")
+	stopW := wm("delete:1001", "POST", "/nodes/pve2/qemu/1001/status/stop", -5, true, nil)
+	destroyW := wm("delete:1001", "DELETE", "/nodes/pve2/qemu/1001", -4, true, nil)
 	tests := []struct {
 		name      string
 		p         *planned
@@ -407,11 +650,47 @@ func TestJudge(t *testing.T) {
 		{"provision 201, no guest", provision, ans(201, "created", ""), nil, nil, without, true, true},
 		{"provision 502: by contract", provision, ans(502, "failed", "relocate_disk_failed"), []written{w("vm:1001", "/x", 0, true)}, nil, without, false, false},
 		{"a read: not judged", cmd("c", "vm.list", `{}`, ""), ans(200, "ok", ""), nil, nil, with, false, false},
+		{"provision 201, deleted later", provision, ans(201, "created", ""), nil, map[string][]written{"delete:1001": {destroyW}}, without, true, false},
+		{"provision 201, only stopped by a delete", provision, ans(201, "created", ""), nil, map[string][]written{"delete:1001": {stopW}}, without, true, true},
+		{"backup 201, volume listed", backup, out(201, "created", "", `{"volid":"`+volid+`"}`), []written{vzdumpW}, nil, backedUp, true, false},
+		{"backup 201, volume not listed", backup, out(201, "created", "", `{"volid":"local:backup/other.vma.zst"}`), []written{vzdumpW}, nil, backedUp, true, true},
+		{"backup 201 without volid", backup, out(201, "created", "", `{"storage":"local"}`), []written{vzdumpW}, nil, backedUp, true, true},
+		{"backup 502 finalization failed, volume listed", backup, out(502, "created", "netbox_journal_finalization_failed", `{"volid":"`+volid+`"}`),
+			[]written{vzdumpW}, nil, backedUp, true, false},
+		{"backup 409 storage unavailable", backup, ans(409, "refused", "backup_storage_unavailable"), nil, nil, backedUp, true, false},
+		{"backup 409 that wrote", backup, ans(409, "refused", "backup_storage_unavailable"), []written{vzdumpW}, nil, backedUp, true, true},
+		{"backup 502 whose vzdump took effect", backup, ans(502, "failed", "proxmox_write_unconfirmed"), []written{vzdumpW}, nil, backedUp, true, true},
+		{"backup 502 task failed", backup, ans(502, "failed", "task_failed"), []written{wm("backup:100", "POST", "/nodes/pve1/vzdump", -5, false, nil)},
+			nil, backedUp, true, false},
+		{"migrate ok by its migration, moved on later", migrate, ans(200, "ok", ""), []written{migW("pve2", -5, true)}, nil, onNode("pve3"), true, false},
+		{"migrate ok, its migration went elsewhere", migrate, ans(200, "ok", ""), []written{migW("pve3", -5, true)}, nil, onNode("pve3"), true, true},
+		{"migrate ok, its migration failed, on the target", migrate, ans(200, "ok", ""), []written{migW("pve2", -5, false)}, nil, onNode("pve2"), true, false},
+		{"migrate already_present, on the target", migrate, ans(200, "already_present", ""), nil, nil, onNode("pve2"), true, false},
+		{"migrate already_present, elsewhere", migrate, ans(200, "already_present", ""), nil, nil, onNode("pve1"), true, true},
+		{"migrate already_present, moved on by another command", migrate, ans(200, "already_present", ""), nil,
+			map[string][]written{"migrate:1001": {migW("pve3", 5, true)}}, onNode("pve3"), false, false},
+		{"migrate already_present, a migration before it was published", migrate, ans(200, "already_present", ""), nil,
+			map[string][]written{"migrate:1001": {migW("pve3", -20, true)}}, onNode("pve3"), true, true},
+		{"migrate already_present, deleted by another command", migrate, ans(200, "already_present", ""), nil,
+			map[string][]written{"delete:1001": {destroyW}}, gone, false, false},
+		{"migrate ok, guest gone and nothing deleted it", migrate, ans(200, "ok", ""), nil, nil, gone, true, true},
+		{"migrate 409 precondition failed", migrate, ans(409, "refused", "migration_precondition_failed"), nil, nil, onNode("pve1"), true, false},
+		{"migrate 404 that wrote", migrate, ans(404, "refused", "vm_not_found"), []written{migW("pve2", -5, true)}, nil, gone, true, true},
+		{"migrate 502 whose migration took effect", migrate, ans(502, "failed", "proxmox_write_unconfirmed"), []written{migW("pve2", -5, true)},
+			nil, onNode("pve2"), true, true},
+		{"delete ok, gone", vmDelete, ans(200, "ok", ""), []written{stopW, destroyW}, nil, gone, true, false},
+		{"delete ok, still there", vmDelete, ans(200, "ok", ""), []written{stopW}, nil, onNode("pve2"), true, true},
+		{"delete already_absent, provisioned after", vmDelete, ans(200, "already_absent", ""), nil,
+			map[string][]written{"vm:1001": {w("vm:1001", "/nodes/pve1/qemu/9000/clone", 5, true)}}, onNode("pve1"), false, false},
+		{"delete already_absent, provisioned before it was published", vmDelete, ans(200, "already_absent", ""), nil,
+			map[string][]written{"vm:1001": {w("vm:1001", "/nodes/pve1/qemu/9000/clone", -20, true)}}, onNode("pve1"), true, true},
+		{"delete 502 unconfirmed after its stop only", vmDelete, ans(502, "failed", "proxmox_write_unconfirmed"), []written{stopW}, nil, onNode("pve2"), true, false},
+		{"delete 502 whose DELETE took effect", vmDelete, ans(502, "failed", "proxmox_write_unconfirmed"), []written{stopW, destroyW}, nil, gone, true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			decided, wrong := judge(tt.p, tt.a, tt.ws, tt.effective, tt.fs)
+			decided, wrong := judge(tt.p, tt.a, tt.ws, tt.effective, tt.fs, pub)
 			if decided != tt.decided || (wrong != "") != tt.wrong {
 				t.Errorf("judge = %v, %q; want decided %v, wrong %v", decided, wrong, tt.decided, tt.wrong)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"time"
@@ -98,6 +99,23 @@ type resultEv struct {
 // powerSteps are the step names of the guest power verbs' writes (handlers/vm_power.go).
 var powerSteps = map[string]bool{"start_vm": true, "stop_vm": true, "reboot_vm": true, "suspend_vm": true, "resume_vm": true}
 
+// Step names of the other writes on a guest (handlers/vm_backup.go, vm_migrate.go,
+// vm_delete.go; vm.delete's stop_first stop is stop_vm, a power step).
+var (
+	backupSteps  = map[string]bool{"backup_vm": true}
+	migrateSteps = map[string]bool{"migrate_vm": true}
+	deleteSteps  = map[string]bool{"stop_vm": true, "delete_vm": true}
+)
+
+// guestWriteSteps are the steps whose started events checkGuestWrites times writes by.
+var guestWriteSteps = func() map[string]bool {
+	out := map[string]bool{}
+	for _, m := range []map[string]bool{powerSteps, backupSteps, migrateSteps, deleteSteps} {
+		maps.Copy(out, m)
+	}
+	return out
+}()
+
 // stepLine is a step event, for the dump.
 type stepLine struct {
 	EventID, Command, Step, Status, UPID string
@@ -107,13 +125,16 @@ type stepLine struct {
 // collected is what the soak read back at the end.
 type collected struct {
 	results map[string][]resultEv  // command id → its result events
-	started map[string][]time.Time // command id → when its power steps started (status "started")
+	started map[string][]time.Time // command id → when its guestWriteSteps started (status "started")
 	steps   []stepLine
-	upids   map[string]string   // Proxmox task UPID → the command whose step or result names it
-	dlq     map[string][]string // command id (ce-id) → dead-letter reasons
-	events  []rawMsg
-	dlqMsgs []rawMsg
-	repairs int // journal repaired events
+	upids   map[string]string // Proxmox task UPID → the command whose step or result names it
+	// journaled maps a command id to when its journal entries were created (entryTimes): a
+	// command on a guest writes its entry after it holds the guest, before its write.
+	journaled map[string][]time.Time
+	dlq       map[string][]string // command id (ce-id) → dead-letter reasons
+	events    []rawMsg
+	dlqMsgs   []rawMsg
+	repairs   int // journal repaired events
 }
 
 func collect(ctx context.Context, js jetstream.JetStream, subjects events.Subjects) (*collected, error) {
@@ -144,7 +165,7 @@ func collect(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 				continue
 			}
 			c.steps = append(c.steps, stepLine{EventID: ev.ID, Command: st.CommandID, Step: st.Step, Status: string(st.Status), UPID: st.UPID, At: st.At})
-			if st.Status == events.StepStarted && powerSteps[st.Step] {
+			if st.Status == events.StepStarted && guestWriteSteps[st.Step] {
 				c.started[st.CommandID] = append(c.started[st.CommandID], st.At)
 			}
 		case strings.HasSuffix(m.subject, ".journal"):

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/proxbus/proxbus/events"
 )
@@ -13,8 +15,8 @@ import (
 type planned struct {
 	cmd    events.Command
 	poison *poison // non-nil: a deliberately broken message
-	// guest is the shared guest a power verb acts on (0 otherwise); ops the Proxmox writes it
-	// makes when it succeeds.
+	// guest is the guest a power verb, vm.backup, vm.migrate or vm.delete acts on (0
+	// otherwise); ops the most Proxmox writes it makes on it (see guestOps).
 	guest int64
 	ops   int
 	dup   bool // publish it a second time (same id, new Nats-Msg-Id)
@@ -53,12 +55,23 @@ var (
 	// hotGuests are the two guests the --hot-share of the load acts on (a VM and a
 	// container), so that commands queue for a busy guest's lease.
 	hotGuests = []int64{100, 200}
+	// migrateGuests are the shared guests vm.migrate moves (besides the soak's own VMs): 103
+	// and 104 (both named "dup", with local disks and no snapshots; no other verb of the mix
+	// uses them, so no command of another verb can find them moved) and 101 (PCI and USB
+	// passthrough and a local ISO: always refused 409 migration_precondition_failed).
+	migrateGuests = []int64{101, 103, 104}
+	// pveNodes are the demo cluster's nodes, vm.migrate's targets.
+	pveNodes = []string{"pve1", "pve2", "pve3"}
 )
 
 const (
 	soakSource    = "urn:proxbus:soak"
 	fingerprintOK = "AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99"
 	firstNewVMID  = 1000
+	// ownVMAge is how many commands after its vm.provision a soak VM may be migrated or
+	// deleted: the backlog is worked off roughly in order, so the provision has ended (and is
+	// not suspended by a killed replica, whose lease another command could take) by then.
+	ownVMAge = 40
 )
 
 // group is an Idempotency-Key shared by several commands with the same verb and resource.
@@ -80,6 +93,10 @@ type generator struct {
 	snaps  []snapRef // snapshots created so far, for deletes
 	vmid   int64
 	pbs    int
+	// own are the soak's VMs provisioned so far (vm.migrate and vm.delete act on them);
+	// deleted those a vm.delete was drawn for.
+	own     []ownVM
+	deleted map[int64]bool
 	// reuseSpan is how many commands back an Idempotency-Key may be reused: well inside the
 	// 60 s window, so that a reuse is a replay and not a legitimate re-execution.
 	reuseSpan int
@@ -97,9 +114,15 @@ type snapRef struct {
 	name string
 }
 
+// ownVM is a VM the plan provisions: its vmid and the number of its vm.provision command.
+type ownVM struct {
+	vmid int64
+	at   int
+}
+
 func newGenerator(seed uint64, run, canary string, reuseSpan int) *generator {
 	return &generator{rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), run: run, canary: canary, vmid: firstNewVMID,
-		reuseSpan: max(reuseSpan, 1), producers: []string{producerNATSGo}, prnd: rand.New(rand.NewPCG(seed^0x9d0c, seed))}
+		deleted: map[int64]bool{}, reuseSpan: max(reuseSpan, 1), producers: []string{producerNATSGo}, prnd: rand.New(rand.NewPCG(seed^0x9d0c, seed))}
 }
 
 // withLoad sets the hot-guest share and the producers (nil: nats.go only) and returns g.
@@ -150,22 +173,31 @@ func (g *generator) next() *planned {
 		p.guest, p.ops = guestOps(gr.verb, data)
 	case g.hotShare > 0 && g.rnd.Float64() < g.hotShare:
 		g.hot(id, p)
-	case r < 0.45:
+	case r < 0.40:
 		p.cmd, p.guest, p.ops = g.power(id)
-	case r < 0.55:
+	case r < 0.49:
 		p.cmd = g.snapshotCreate(id)
-	case r < 0.60:
+	case r < 0.54:
 		p.cmd = g.snapshotDelete(id)
-	case r < 0.65:
+	case r < 0.59:
 		vm := snapGuests[g.rnd.IntN(len(snapGuests))]
 		p.cmd = g.command(id, "vm.snapshot.list", fmt.Sprintf(`{"vm":%d}`, vm), "")
-	case r < 0.72:
+	case r < 0.66:
 		vm := powerGuests[g.rnd.IntN(len(powerGuests))].vmid
 		p.cmd = g.command(id, "vm.config.get", fmt.Sprintf(`{"vm":%d}`, vm), "")
-	case r < 0.77:
+	case r < 0.71:
 		p.cmd = g.command(id, "vm.list", `{}`, "")
-	case r < 0.91:
+	case r < 0.82:
 		p.cmd = g.pbsCreate(id)
+	case r < 0.85:
+		p.cmd = g.backup(id)
+		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
+	case r < 0.89:
+		p.cmd = g.migrate(id)
+		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
+	case r < 0.91:
+		p.cmd = g.delete(id)
+		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
 	default:
 		p.cmd = g.provision(id)
 	}
@@ -226,27 +258,77 @@ func (g *generator) powerOn(id string, gst powerGuest) (events.Command, int64, i
 	return g.command(id, verb, data, key), vm, ops
 }
 
-// guestOps is the guest and the number of Proxmox writes a successful power verb makes (a
-// forced reboot of a container is stop + start); 0, 0 for other verbs.
+// guestOps is the guest a command acts on and the most Proxmox writes it makes on it: a power
+// verb one (a forced reboot of a container two: stop + start), vm.backup one (POST
+// /nodes/{node}/vzdump), vm.migrate one (POST …/migrate), vm.delete one (the DELETE), two with
+// stop_first (the hard stop of a running guest, then the DELETE); 0, 0 for other verbs.
 func guestOps(verb, data string) (int64, int) {
 	var d struct {
-		VM    int64 `json:"vm"`
-		Force bool  `json:"force"`
+		VM        vmRef `json:"vm"`
+		Force     bool  `json:"force"`
+		StopFirst bool  `json:"stop_first"`
 	}
-	isPower := false
-	for _, v := range powerVerbs {
-		isPower = isPower || v == verb
-	}
-	if !isPower || json.Unmarshal([]byte(data), &d) != nil {
+	if json.Unmarshal([]byte(data), &d) != nil {
 		return 0, 0
 	}
-	for _, gst := range powerGuests {
-		if gst.vmid == d.VM && gst.lxc && verb == "vm.reboot" && d.Force {
-			return d.VM, 2
-		}
+	vm, err := d.VM.Int64()
+	if err != nil {
+		return 0, 0
 	}
-	return d.VM, 1
+	switch {
+	case isPowerVerb(verb):
+		for _, gst := range powerGuests {
+			if gst.vmid == vm && gst.lxc && verb == "vm.reboot" && d.Force {
+				return vm, 2
+			}
+		}
+		return vm, 1
+	case verb == "vm.delete" && d.StopFirst:
+		return vm, 2
+	case verb == "vm.backup", verb == "vm.migrate", verb == "vm.delete":
+		return vm, 1
+	}
+	return 0, 0
 }
+
+// isPowerVerb reports whether verb is a guest power verb.
+func isPowerVerb(verb string) bool { return slices.Contains(powerVerbs, verb) }
+
+// vmRef is a command's `vm` field as written: a vmid (number or numeric string) or a guest
+// name.
+type vmRef string
+
+// UnmarshalJSON reads a number or a string.
+func (r *vmRef) UnmarshalJSON(b []byte) error {
+	var n json.Number
+	if json.Unmarshal(b, &n) == nil {
+		*r = vmRef(n)
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("vm: %w", err)
+	}
+	*r = vmRef(s)
+	return nil
+}
+
+// String is the reference as written ("100", "soak-1001").
+func (r vmRef) String() string { return string(r) }
+
+// Int64 is the vmid the reference names: the vmid itself, or N for the name "soak-N" the soak
+// gives its VMs; an error for any other name.
+func (r vmRef) Int64() (int64, error) {
+	s, _ := strings.CutPrefix(string(r), ownVMNamePrefix)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("vm %q names no vmid: %w", string(r), err)
+	}
+	return n, nil
+}
+
+// ownVMNamePrefix starts the name of every VM the soak provisions ("soak-1001").
+const ownVMNamePrefix = "soak-"
 
 func (g *generator) snapshotCreate(id string) events.Command {
 	return g.snapshotCreateOn(id, snapGuests[g.rnd.IntN(len(snapGuests))])
@@ -308,6 +390,7 @@ func (g *generator) pbsCreate(id string) events.Command {
 
 func (g *generator) provision(id string) events.Command {
 	g.vmid++
+	g.own = append(g.own, ownVM{g.vmid, g.n})
 	src, node := 9000, "pve1"
 	if g.rnd.Float64() < 0.3 {
 		src, node = 8000, "pve2"
@@ -318,6 +401,84 @@ func (g *generator) provision(id string) events.Command {
 	alt := fmt.Sprintf(`{"source":{"template_vmid":%d},"new_vmid":%d,"new_name":"soak-%d-b","target_node":%q,"cloud_init":{"password":%q}}`,
 		src, g.vmid, g.vmid, node, g.canary)
 	return g.command(id, "vm.provision", data, g.maybeGroup("vm.provision", data, alt))
+}
+
+// backup backs a shared power guest up (those never move, so the backup runs on the node the
+// command found it on): into the first PBS storage the plan creates (half of the time, once
+// one is planned; 409 backup_storage_unavailable while its create has not run), into the next
+// PBS storage id, which no create may have made yet (a fifth), else into the demo cluster's
+// "local" directory storage (content backup on every node).
+func (g *generator) backup(id string) events.Command {
+	vm := powerGuests[g.rnd.IntN(len(powerGuests))].vmid
+	storage := "local"
+	switch r := g.rnd.Float64(); {
+	case r < 0.5 && g.pbs > 0:
+		storage = fmt.Sprintf("soak-%s-pbs1", g.run)
+	case r < 0.7:
+		storage = fmt.Sprintf("soak-%s-pbs%d", g.run, g.pbs+1)
+	}
+	compress := "zstd"
+	if g.rnd.Float64() < 0.3 {
+		compress = "lzo"
+	}
+	data := fmt.Sprintf(`{"vm":%d,"storage":%q,"mode":"snapshot","compress":%q}`, vm, storage, compress)
+	alt := fmt.Sprintf(`{"vm":%d,"storage":%q,"mode":"snapshot","compress":"gzip"}`, vm, storage)
+	return g.command(id, "vm.backup", data, g.maybeGroup("vm.backup", data, alt))
+}
+
+// ownVMs returns the soak VMs provisioned at least ownVMAge commands ago that keep accepts.
+func (g *generator) ownVMs(keep func(int64) bool) []int64 {
+	var out []int64
+	for _, v := range g.own {
+		if g.n-v.at >= ownVMAge && keep(v.vmid) {
+			out = append(out, v.vmid)
+		}
+	}
+	return out
+}
+
+// ownRef is the `vm` of a command on soak VM vmid: the vmid, or a fifth of the time its name
+// (a name no guest has is 404 vm_not_found, where a vmid no guest has may be already_absent).
+func (g *generator) ownRef(vmid int64) string {
+	if g.rnd.Float64() < 0.2 {
+		return fmt.Sprintf("%q", fmt.Sprintf("%s%d", ownVMNamePrefix, vmid))
+	}
+	return strconv.FormatInt(vmid, 10)
+}
+
+// migrate moves a guest to a node drawn from the three, with with_local_disks: a soak VM
+// (60%, once one is old enough; it may have been deleted: 404 vm_not_found) or one of
+// migrateGuests. A guest already on the target is 200 already_present.
+func (g *generator) migrate(id string) events.Command {
+	ref := strconv.FormatInt(migrateGuests[g.rnd.IntN(len(migrateGuests))], 10)
+	if own := g.ownVMs(func(int64) bool { return true }); len(own) > 0 && g.rnd.Float64() < 0.6 {
+		ref = g.ownRef(own[g.rnd.IntN(len(own))])
+	}
+	target := pveNodes[g.rnd.IntN(len(pveNodes))]
+	data := fmt.Sprintf(`{"vm":%s,"target_node":%q,"with_local_disks":true}`, ref, target)
+	alt := fmt.Sprintf(`{"vm":%s,"target_node":%q,"with_local_disks":true,"online":false}`, ref, target)
+	return g.command(id, "vm.migrate", data, g.maybeGroup("vm.migrate", data, alt))
+}
+
+// delete destroys a soak VM (never a shared guest: the other verbs need them) with
+// stop_first: one not drawn for deletion before (85%), else any old enough one again (200
+// already_absent, or ok when it runs first); with none old enough, vmid firstNewVMID, which no
+// command makes (200 already_absent).
+func (g *generator) delete(id string) events.Command {
+	ref := strconv.FormatInt(firstNewVMID, 10)
+	fresh := g.ownVMs(func(vmid int64) bool { return !g.deleted[vmid] })
+	all := g.ownVMs(func(int64) bool { return true })
+	switch {
+	case len(fresh) > 0 && (g.rnd.Float64() < 0.85 || len(all) == len(fresh)):
+		vmid := fresh[g.rnd.IntN(len(fresh))]
+		g.deleted[vmid] = true
+		ref = g.ownRef(vmid)
+	case len(all) > 0:
+		ref = g.ownRef(all[g.rnd.IntN(len(all))])
+	}
+	data := fmt.Sprintf(`{"vm":%s,"stop_first":true}`, ref)
+	alt := fmt.Sprintf(`{"vm":%s,"stop_first":true,"purge":false}`, ref)
+	return g.command(id, "vm.delete", data, g.maybeGroup("vm.delete", data, alt))
 }
 
 // poison builds a message that cannot be a command but whose id is readable.
@@ -343,12 +504,10 @@ func (g *generator) poison(id string) *poison {
 
 // onHotGuest reports whether p is a power or snapshot command on one of the hot guests.
 func (p *planned) onHotGuest() bool {
-	switch p.cmd.Verb {
-	case "vm.snapshot.create", "vm.snapshot.delete":
-	default:
-		if p.guest == 0 {
-			return false
-		}
+	switch {
+	case p.cmd.Verb == "vm.snapshot.create", p.cmd.Verb == "vm.snapshot.delete":
+	case !isPowerVerb(p.cmd.Verb):
+		return false
 	}
 	var d struct {
 		VM int64 `json:"vm"`

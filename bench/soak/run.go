@@ -227,6 +227,7 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 		}
 	}
 	entries := rep.checkJournal(journal, canary, ends)
+	c.journaled = entryTimes(journal)
 	rep.checkWrites(writes, tasks, plan, c)
 	attr := attribute(writes, tasks, plan, c)
 	rep.checkAnswers(plan, pb.published, c, attr, readFinalState(e.pve, plan))

@@ -18,7 +18,7 @@ import (
 // the resource parameters it needs to attribute the write, the status and the task's UPID.
 type writeRec struct {
 	Method, Path string
-	Params       map[string]string // storage, newid, vmid, snapname, disk only (never a secret)
+	Params       map[string]string // storage, newid, vmid, snapname, disk, target only (never a secret)
 	Status       int
 	UPID         string
 	Lost         bool // the answer was dropped after the write was applied
@@ -43,8 +43,9 @@ func (l *writeLog) all() []writeRec {
 	return append([]writeRec(nil), l.recs...)
 }
 
-// resourceParams are the parameters that name what a write acts on.
-var resourceParams = []string{"storage", "newid", "vmid", "snapname", "disk"}
+// resourceParams are the parameters that name what a write acts on (vzdump names its guest
+// by vmid, a migrate its node by target).
+var resourceParams = []string{"storage", "newid", "vmid", "snapname", "disk", "target"}
 
 // readResourceParams reads the request's resource parameters and puts the body back.
 func readResourceParams(r *http.Request) map[string]string {
