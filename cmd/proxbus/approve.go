@@ -40,15 +40,9 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 	actor := fs.str("actor", "", "who decides (required; recorded in the command's journal entry; not the command's own actor)")
 	timeout := fs.duration("timeout", time.Minute, "how long to wait for the answer")
 	output := outputFlag(fs)
-	id, rest := "", args
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		id, rest = args[0], args[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
+	id, err := fs.parseWithArg(args)
+	if err != nil {
 		return err
-	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0)
 	}
 	format, err := outputOf(output)
 	if err != nil {

@@ -32,15 +32,9 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	keyPrefix := addRedisKeyPrefixFlag(fs)
 	source := fs.str("source", "urn:proxbus:cli", "the command's source (proxbus send's default)")
 	actor := fs.str("actor", "", "who cancels it, recorded in the result's detail")
-	id, rest := "", args
-	if len(args) > 0 && len(args[0]) > 0 && args[0][0] != '-' {
-		id, rest = args[0], args[1:]
-	}
-	if err := fs.Parse(rest); err != nil {
+	id, err := fs.parseWithArg(args)
+	if err != nil {
 		return err
-	}
-	if id == "" && fs.NArg() > 0 {
-		id = fs.Arg(0)
 	}
 	if id == "" {
 		return fmt.Errorf("%w: proxbus cancel ID [--source S]: the command id is required (proxbus send prints it)", errUsage)

@@ -47,6 +47,15 @@ func (f *flagSet) Parse(args []string) error {
 	return f.FlagSet.Parse(append([]string{"--"}, positional...))
 }
 
+// parseWithArg parses args that carry one positional argument (a command id), before, between
+// or after the flags, and returns it ("" when there is none).
+func (f *flagSet) parseWithArg(args []string) (string, error) {
+	if err := f.Parse(args); err != nil {
+		return "", err
+	}
+	return f.Arg(0), nil
+}
+
 func envName(flagName string) string {
 	return "PROXBUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
