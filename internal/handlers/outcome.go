@@ -139,8 +139,11 @@ func classify(err error) (Outcome, failure) {
 	case errors.Is(err, guestconfig.ErrMalformed):
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: err.Error()}, final
 	case errors.As(err, &taskErr):
-		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID,
-			Detail: "task exit status: " + taskErr.ExitStatus}, final
+		detail := "task exit status: " + taskErr.ExitStatus
+		if taskErr.LogError != "" {
+			detail += "; its log: " + taskErr.LogError
+		}
+		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonTaskFailed, UPID: taskErr.UPID, Detail: detail}, final
 	case errors.Is(err, proxmox.ErrUnauthorized), netbox.ShouldWait(err):
 		// A refused token is fixed by the operator, not by the command: it waits.
 		return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: err.Error()}, unavailable

@@ -143,7 +143,7 @@ func TestVMMigrateOutcomes(t *testing.T) {
 			result: ResultRefused, reason: ReasonMigrationPreconditionFailed, fields: []string{"with_local_disks"},
 			inDetail: []string{"rootfs local-lvm:vm-200-disk-0"}, wantVMID: 200, wantNode: "pve1"},
 		{name: "a container whose snapshots PVE cannot move", data: `{"vm":200,"target_node":"pve2","with_local_disks":true}`, status: 502,
-			result: ResultFailed, reason: ReasonTaskFailed, inDetail: []string{"migration aborted"},
+			result: ResultFailed, reason: ReasonTaskFailed, inDetail: []string{"migration aborted", "its log: migration aborted (duration"},
 			post:     map[string]string{"path": "/nodes/pve1/lxc/200/migrate", "target": "pve2", "restart": "1"},
 			wantVMID: 200, wantNode: "pve1"},
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -85,11 +86,19 @@ type TaskError struct {
 	UPID       string // the task
 	Node       string // the node that ran it
 	ExitStatus string // PVE's exit status, e.g. "VM 100 already running"
+	// LogError is the task log's last "ERROR: …" line without its prefix, when the log has one
+	// that says more than the exit status ("migration aborted" and "job errors" do not say
+	// why); "" otherwise. Secrets are scrubbed.
+	LogError string
 }
 
-// Error renders "proxmox: task UPID on NODE failed: EXITSTATUS".
+// Error renders "proxmox: task UPID on NODE failed: EXITSTATUS", and the log's error line.
 func (e *TaskError) Error() string {
-	return fmt.Sprintf("proxmox: task %s on %s failed: %s", e.UPID, e.Node, e.ExitStatus)
+	msg := fmt.Sprintf("proxmox: task %s on %s failed: %s", e.UPID, e.Node, e.ExitStatus)
+	if e.LogError != "" {
+		msg += " (log: " + e.LogError + ")"
+	}
+	return msg
 }
 
 // Is makes errors.Is(err, ErrNotFound / ErrAlreadyExists) work for tasks whose worker
@@ -193,7 +202,8 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 				if taskOK(exit) {
 					return nil
 				}
-				return &TaskError{UPID: upid, Node: node, ExitStatus: scrub(exit, c.secrets)}
+				return &TaskError{UPID: upid, Node: node, ExitStatus: scrub(exit, c.secrets),
+					LogError: scrub(c.taskLogError(ctx, node, upid, exit), c.secrets)}
 			}
 			if tl != nil && curve.readsLog(time.Since(begun)) {
 				c.reportProgress(ctx, tl, hook)
@@ -213,6 +223,41 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 		case <-t.C:
 		}
 	}
+}
+
+// taskLogErrorLine is an error line of a worker's log, with the time stamp migrations print
+// first: "ERROR: Backup of VM 102 failed - …", "2026-12-01 10:00:02 ERROR: migration aborted
+// (duration 00:00:02): …". The task's own last line, "TASK ERROR: …", is not one.
+var taskLogErrorLine = regexp.MustCompile(`^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d )?ERROR: (.*)$`)
+
+// taskLogError is the last "ERROR: " line of a failed task's log (its first pages), without
+// the prefix, when it says more than exit; "" when there is none or the log cannot be read.
+func (c *Client) taskLogError(ctx context.Context, node, upid, exit string) string {
+	tl := newTaskLog(node, upid)
+	var last string
+	for range taskLogMaxPages {
+		var lines []taskLogLine
+		q := url.Values{"start": {strconv.Itoa(tl.seen)}, "limit": {strconv.Itoa(taskLogPage)}}
+		if err := c.do(ctx, request{method: http.MethodGet, path: tl.path, query: q}, &lines); err != nil {
+			break
+		}
+		for _, ln := range lines {
+			if ln.N <= tl.seen {
+				continue
+			}
+			tl.seen = ln.N
+			if m := taskLogErrorLine.FindStringSubmatch(ln.T); m != nil && strings.TrimSpace(m[1]) != "" {
+				last = strings.TrimSpace(m[1])
+			}
+		}
+		if len(lines) < taskLogPage {
+			break
+		}
+	}
+	if last == "" || last == exit {
+		return ""
+	}
+	return last
 }
 
 // reportProgress reads tl's new lines and reports the task's progress to hook, if its log
