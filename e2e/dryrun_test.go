@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/store"
 )
@@ -63,8 +62,7 @@ func TestDryRunPredictsTheRealRun(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(fmt.Sprintf("%02d %s", i, tc.verb), func(t *testing.T) {
-			before, at := e.pveWrites(0)
-			_ = before
+			_, at := e.pveWrites(0)
 			entries := len(e.netbox.JournalEntries())
 			dry := e.guestCommand(tc.verb, tc.data)
 			dry.DryRun = true
@@ -113,5 +111,4 @@ func TestDryRunPredictsTheRealRun(t *testing.T) {
 			}
 		})
 	}
-	_ = events.Result{}
 }

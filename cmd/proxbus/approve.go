@@ -8,12 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"text/tabwriter"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/internal/store"
 )
 
 // errNotDecided: command.approve or command.reject was refused; the message says why.
@@ -88,48 +88,20 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 // --output text, one JSON line per approval with --output json. Without --redis-url it reads
 // the store of a running `proxbus dev`.
 func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("pending", stderr)
-	redisURL := fs.str("redis-url", app.DefaultRedisURL, "Redis URL of the store the replicas use")
-	prefix := addRedisKeyPrefixFlag(fs)
-	output := outputFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	format, err := outputOf(output)
-	if err != nil {
-		return err
-	}
-	fs.redisFromDev(stderr, redisURL, prefix)
-	st, closeStore, err := openStore(*redisURL, *prefix)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
-	pending, err := st.PendingApprovals(ctx)
-	if err != nil {
-		return err
-	}
-	if format == outputJSON {
-		for _, a := range pending {
-			if err := writeJSONLine(stdout, a); err != nil {
-				return err
+	return storeList[store.Approval]{
+		name:   "pending",
+		list:   func(ctx context.Context, st *store.Store) ([]store.Approval, error) { return st.PendingApprovals(ctx) },
+		header: "COMMAND\tSOURCE\tVERB\tENDPOINT\tREQUESTER\tWAITING SINCE\tEXPIRES\tWHAT",
+		row: func(a store.Approval) string {
+			expires := "-"
+			if !a.Expires.IsZero() {
+				expires = a.Expires.UTC().Format(time.RFC3339)
 			}
-		}
-		return nil
-	}
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "COMMAND\tSOURCE\tVERB\tENDPOINT\tREQUESTER\tWAITING SINCE\tEXPIRES\tWHAT")
-	for _, a := range pending {
-		expires := "-"
-		if !a.Expires.IsZero() {
-			expires = a.Expires.UTC().Format(time.RFC3339)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Command.ID, a.Command.Source, a.Verb, a.EndpointID, a.Requester,
-			a.RequestedAt.UTC().Format(time.RFC3339), expires, a.Summary)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d awaiting approval (proxbus approve|reject ID --actor NAME)\n", len(pending))
-	return nil
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", a.Command.ID, a.Command.Source, a.Verb, a.EndpointID, a.Requester,
+				a.RequestedAt.UTC().Format(time.RFC3339), expires, a.Summary)
+		},
+		footer: func(n int) string {
+			return fmt.Sprintf("%d awaiting approval (proxbus approve|reject ID --actor NAME)", n)
+		},
+	}.run(ctx, args, stdout, stderr)
 }

@@ -149,17 +149,9 @@ func (s *Store) PendingApprovals(ctx context.Context) ([]Approval, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: pending approvals: %w", err)
 	}
-	out := make([]Approval, 0, len(raw))
-	for _, item := range raw {
-		fields, err := stringSlice(item)
-		if err != nil {
-			return nil, fmt.Errorf("store: pending approvals: %w", err)
-		}
-		a, err := decodeApproval(fields)
-		if err != nil {
-			return nil, fmt.Errorf("store: pending approvals: %w", err)
-		}
-		out = append(out, a)
+	out, err := decodeRecords(raw, decodeApproval)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending approvals: %w", err)
 	}
 	return out, nil
 }

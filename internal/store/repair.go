@@ -102,15 +102,24 @@ func (s *Store) PendingRepairs(ctx context.Context) ([]Repair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: pending repairs: %w", err)
 	}
-	out := make([]Repair, 0, len(raw))
+	out, err := decodeRecords(raw, decodeRepair)
+	if err != nil {
+		return nil, fmt.Errorf("store: pending repairs: %w", err)
+	}
+	return out, nil
+}
+
+// decodeRecords decodes a script's list of records, each a list of fields, with decode.
+func decodeRecords[T any](raw []any, decode func([]string) (T, error)) ([]T, error) {
+	out := make([]T, 0, len(raw))
 	for _, item := range raw {
 		fields, err := stringSlice(item)
 		if err != nil {
-			return nil, fmt.Errorf("store: pending repairs: %w", err)
+			return nil, err
 		}
-		r, err := decodeRepair(fields)
+		r, err := decode(fields)
 		if err != nil {
-			return nil, fmt.Errorf("store: pending repairs: %w", err)
+			return nil, err
 		}
 		out = append(out, r)
 	}
