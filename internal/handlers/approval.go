@@ -153,6 +153,28 @@ func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
 	return r.wait(ctx, "approval", events.StepWaiting, awaitingApproval, r.p.cfg.ApprovalPoll), true
 }
 
+// needsApproval reports whether the command must wait for a second person: a write, not a dry
+// run, whose endpoint lists its verb.
+func (r *run) needsApproval() bool {
+	return r.verb.VerbAccess() == Write && !r.cmd.DryRun && r.client.Endpoint().Approval.Needs(r.cmd.Verb)
+}
+
+// stillAwaiting answers a redelivery of a command whose approval is still pending: it waits on,
+// without locating its object again. It reports false when the command has no approval yet or
+// it was decided.
+func (r *run) stillAwaiting(ctx context.Context) (events.Disposition, bool) {
+	a, err := r.p.cfg.Store.Approval(ctx, r.key())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return events.Disposition{}, false
+	case err != nil:
+		return r.storeDown(ctx, err), true
+	case a.Decision != store.DecisionPending:
+		return events.Disposition{}, false
+	}
+	return r.wait(ctx, "approval", events.StepWaiting, awaitingApproval, r.p.cfg.ApprovalPoll), true
+}
+
 // summary says what the command would do, from its journal bullets (never a secret).
 func (r *run) summary() string {
 	parts := []string{r.cmd.Verb}

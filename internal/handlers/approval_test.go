@@ -50,6 +50,8 @@ func TestApprovalWaitsThenRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	l, sc := newApprovalLifecycle(t)
+	locates := 0
+	sc.locate = func() error { locates++; return nil }
 	cmd := testCommand("needs-approval")
 	cmd.Actor = "alice"
 	for n := uint64(1); n <= 3; n++ {
@@ -61,6 +63,9 @@ func TestApprovalWaitsThenRuns(t *testing.T) {
 	steps := l.stream.stepsOf(cmd.Ref())
 	if len(steps) != 1 || steps[0].Status != events.StepWaiting || steps[0].Detail != "awaiting approval" {
 		t.Errorf("steps %+v, want one waiting step: awaiting approval", steps)
+	}
+	if locates != 1 {
+		t.Errorf("the guest was looked up %d times while waiting, want once", locates)
 	}
 	if w, _ := sc.counts(); w != 0 || l.failures(t, cmd) != 0 || len(l.journal.entries) != 0 {
 		t.Fatalf("while waiting: writes %d, failures %d, journal %v; want none", w, l.failures(t, cmd), l.journal.entries)

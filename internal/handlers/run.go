@@ -120,6 +120,12 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 	case invalid != nil:
 		return r.refuseInvalid(ctx, *invalid)
 	}
+	if r.delivery.Number > 1 && r.needsApproval() {
+		// still awaiting approval: looked up before locating, so waiting costs no Proxmox read
+		if disp, waits := r.stillAwaiting(ctx); waits {
+			return disp
+		}
+	}
 	if r.prep.locate != nil {
 		located, err := r.prep.locate(ctx, r.client)
 		if err != nil {
@@ -133,7 +139,7 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 	if r.cmd.DryRun {
 		return r.dryRun(ctx)
 	}
-	if r.client.Endpoint().Approval.Needs(r.cmd.Verb) {
+	if r.needsApproval() {
 		if disp, waits := r.awaitApproval(ctx); waits {
 			return disp
 		}
