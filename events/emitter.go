@@ -19,6 +19,11 @@ type Origin struct {
 	// TraceParent, when a well-formed W3C traceparent, is carried into every event as the
 	// traceparent extension; anything else is dropped.
 	TraceParent string
+	// Actor is who asked (the command's actor, or the pipeline's default); "" when unknown.
+	// EndpointID is the command's endpoint; nil when it has none. Both are carried into every
+	// step and result, so observers can tell whose commands touch which cluster.
+	Actor      string
+	EndpointID *int64
 	// Delivery is the commands-stream sequence of the message the event answers (0 unknown):
 	// a replayed result is identified by it, so each duplicate of a command gets its replay
 	// while a redelivery of one message publishes it once.
@@ -27,7 +32,11 @@ type Origin struct {
 
 // OriginOf returns the origin of a decoded command.
 func OriginOf(c Command) Origin {
-	return Origin{ID: c.ID, Source: c.Source, Verb: c.Verb, TraceParent: c.TraceParent}
+	o := Origin{ID: c.ID, Source: c.Source, Verb: c.Verb, TraceParent: c.TraceParent, Actor: c.Actor}
+	if c.HasEndpointID {
+		o.EndpointID = &c.EndpointID
+	}
+	return o
 }
 
 // Emitter builds the events proxbus publishes. Every event is a structured-mode CloudEvent
@@ -95,6 +104,7 @@ func (e Emitter) Event(o Origin, p Payload) (Payload, *nats.Msg, error) {
 
 func (e Emitter) step(o Origin, st Step) (Payload, *nats.Msg, error) {
 	st.CommandID, st.CommandSource, st.Verb = o.ID, o.Source, o.Verb
+	st.Actor, st.EndpointID = o.Actor, o.EndpointID
 	if st.At.IsZero() {
 		st.At = e.now()
 	}
@@ -106,6 +116,10 @@ func (e Emitter) step(o Origin, st Step) (Payload, *nats.Msg, error) {
 
 func (e Emitter) result(o Origin, r Result) (Payload, *nats.Msg, error) {
 	r.CommandID, r.CommandSource, r.Verb = o.ID, o.Source, o.Verb
+	r.Actor = o.Actor
+	if r.EndpointID == nil {
+		r.EndpointID = o.EndpointID
+	}
 	if r.Status < 100 || r.Status > 599 {
 		return r, nil, fmt.Errorf("%w: result status %d is not an HTTP status", ErrEncode, r.Status)
 	}

@@ -26,6 +26,10 @@ type Step struct {
 	CommandID     string `json:"command_id"`
 	CommandSource string `json:"command_source"`
 	Verb          string `json:"verb"`
+	// Actor and EndpointID are the command's actor and endpoint (from the [Origin]); empty
+	// and nil when unknown.
+	Actor      string `json:"actor,omitempty"`
+	EndpointID *int64 `json:"endpoint_id,omitempty"`
 	// Seq numbers the command's step events from 1, across its deliveries.
 	Seq int `json:"seq"`
 	// Step names the step; Status is its state.
@@ -70,6 +74,8 @@ type Result struct {
 	Verb          string `json:"verb"`
 	// EndpointID is the command's endpoint; nil when it has none.
 	EndpointID *int64 `json:"endpoint_id,omitempty"`
+	// Actor is who asked (from the [Origin]); "" when unknown.
+	Actor string `json:"actor,omitempty"`
 	// Status is an HTTP status (100–599).
 	Status int `json:"status"`
 	// Result is the outcome word; Reason is the machine-readable error code, "" when none.

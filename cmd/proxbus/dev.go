@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"sync"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/console"
 	"github.com/proxbus/proxbus/internal/store"
 )
 
@@ -26,6 +28,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	redisURL := fs.String("redis-url", "", "use this Redis instead of the embedded, non-durable one")
 	natsPort := fs.Int("nats-port", app.DefaultDevNATSPort, "embedded NATS port to try first (a free one when taken; -1: any free port)")
 	fs.checkInt("nats-port", natsPort, -1, 65535) // -1: any free port
+	httpAddr := fs.str("http-addr", defaultDevHTTPAddr, "listen address of the web console /ui, /metrics, /healthz and /readyz (a free loopback port when the default is taken)")
+	uiFlags := addConsoleFlags(fs)
 	logFormat, logLevel := addLogFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -33,9 +37,15 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: dev takes no arguments (got %v)", errUsage, fs.Args())
 	}
-	if err := fs.problems(); err != nil {
+	ui, errUI := uiFlags.config(true) // without token files: anonymous on loopback only
+	if err := fs.problems(errUI); err != nil {
 		return err
 	}
+	ln, httpTaken, err := devListen(*httpAddr, fs.explicit("http-addr"))
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
 	h, err := logHandler(stderr, *logFormat, *logLevel)
 	if err != nil {
 		return err
@@ -53,6 +63,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	cfg := env.ServeConfig()
 	cfg.LogHandler = h
 	cfg.Instance = "dev"
+	cfg.HTTPListener, cfg.Console = ln, ui
 	ready := make(chan struct{})
 	var once sync.Once
 	cfg.OnReady = func() { once.Do(func() { close(ready) }) }
@@ -76,9 +87,15 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if runErr == nil {
 		defer removeDevRun(runPath, pid)
 	}
-	fmt.Fprintf(stdout, "nats: %s\nredis: %s\npve: %s\nnetbox: %s\nready\n", env.NATSURL, env.RedisURL, env.PVEURL, env.NetBoxURL)
+	fmt.Fprintf(stdout, "nats: %s\nredis: %s\npve: %s\nnetbox: %s\nui: %s\nready\n", env.NATSURL, env.RedisURL, env.PVEURL, env.NetBoxURL, consoleURL(ln))
 	if env.NATSPortTaken != 0 {
 		fmt.Fprintf(stdout, "note: NATS port %d is taken (another NATS server?), so dev's NATS listens on port %s\n", env.NATSPortTaken, urlPort(env.NATSURL))
+	}
+	if httpTaken != "" {
+		fmt.Fprintf(stdout, "note: %s is taken, so dev's web console listens on %s\n", httpTaken, ln.Addr())
+	}
+	if !ui.Access.AnonymousLoopback {
+		fmt.Fprintln(stdout, "note: the web console asks for the token of --ui-token-file or --ui-operator-token-file")
 	}
 	if runErr == nil {
 		fmt.Fprintf(stdout, "run file: %s (send, events, dlq, journal pending and streams apply use these URLs when given none)\n", runPath)
@@ -95,6 +112,25 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return demoErr
 	}
 	return <-serveErr
+}
+
+// defaultDevHTTPAddr is where dev serves the web console unless told otherwise.
+const defaultDevHTTPAddr = "127.0.0.1:8090"
+
+// devListen binds addr for dev's HTTP server. When addr is the default (not explicit) and
+// taken, it binds a free loopback port instead and returns the address that was taken.
+func devListen(addr string, explicit bool) (net.Listener, string, error) {
+	ln, err := app.ListenHTTP(addr, nil)
+	if err == nil || explicit {
+		return ln, "", err
+	}
+	ln, err = app.ListenHTTP("127.0.0.1:0", nil)
+	return ln, addr, err
+}
+
+// consoleURL is the web console's address on ln, as a browser opens it.
+func consoleURL(ln net.Listener) string {
+	return "http://" + ln.Addr().String() + console.Path
 }
 
 // urlPort is the port of URL u, or u itself when it has none.

@@ -32,6 +32,7 @@ type serveFlags struct {
 	ackWait, dedupeTTL, idemWindow, leaseTTL, commandMaxAge       *time.Duration
 	noProvision                                                   *bool
 	security                                                      *securityFlags
+	console                                                       *consoleFlags
 }
 
 // Ranges of serve's numeric flags, checked by [serveFlags.config]. AckWait's minimum keeps
@@ -66,7 +67,7 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		logFormat:      logFormat,
 		logLevel:       logLevel,
 		redisKeyPrefix: addRedisKeyPrefixFlag(fs),
-		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz and /readyz (e.g. :9090; empty: off)"),
+		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz, /readyz and the web console /ui (e.g. :9090; empty: off)"),
 		httpTLSCert:    fs.str("http-tls-cert", "", "PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)"),
 		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
 		webhookSecret:  fs.secret("webhook-secret", "the NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
@@ -84,6 +85,7 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		leaseTTL:       fs.durationIn("lease-ttl", store.DefaultLeaseTTL, minLeaseTTL, maxLeaseTTL, "a running command's lease; a dead replica's work is resumed after it"),
 		noProvision:    fs.boolean("no-provision", false, "do not create or update streams and the consumer"),
 		security:       addSecurityFlags(fs),
+		console:        addConsoleFlags(fs),
 	}
 }
 
@@ -131,7 +133,8 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 	netboxToken, errToken := f.netboxToken.value()
 	webhookSecret, errHook := f.webhookSecret.value()
 	proxboxAPIKey, errKey := f.proxboxAPIKey.value()
-	if err := f.fs.problems(errToken, errHook, errKey); err != nil {
+	ui, errUI := f.console.config(false)
+	if err := f.fs.problems(errToken, errHook, errKey, errUI); err != nil {
 		return app.Config{}, err
 	}
 	h, err := logHandler(stderr, *f.logFormat, *f.logLevel)
@@ -152,6 +155,7 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules,
 			ProxboxAPIKey: proxboxAPIKey, ResultTimeout: *f.resultTimeout,
 		},
+		Console: ui,
 	}, nil
 }
 

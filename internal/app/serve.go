@@ -20,6 +20,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
+	"github.com/proxbus/proxbus/internal/console"
 	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/health"
@@ -105,6 +106,17 @@ type Config struct {
 	Tracing tracing.Options
 	// Ingress enables the NetBox webhook ingress and the proxbox-api front on the HTTP server.
 	Ingress Ingress
+	// Console configures the web console at /ui on the HTTP server (contract §10): who may
+	// get in and how many commands it keeps. With no token and no anonymous access it is
+	// mounted but lets nobody in (and reads no events).
+	Console Console
+}
+
+// Console is the web console's part of the [Config].
+type Console struct {
+	Access console.Access
+	// History is how many commands the console keeps (default console.DefaultHistory).
+	History int
 }
 
 // withDefaults returns c with every zero field of its own set to its default; the nested
@@ -400,6 +412,18 @@ func Serve(ctx context.Context, cfg Config) error {
 	if cfg.Routes != nil {
 		cfg.Routes(mux, deps)
 	}
+	var ui *console.Console
+	if hs != nil {
+		ui, err = console.New(console.Config{
+			JetStream: js, Subjects: subjects, Store: st, Access: cfg.Console.Access, Verbs: registry.Names(),
+			History: cfg.Console.History, Secrets: append(secrets, cfg.Console.secrets()...), Logger: log.With("component", "console"),
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
+		}
+		mux.Handle(console.Path, ui.Handler())
+		mux.Handle(console.Path+"/", ui.Handler())
+	}
 	handler.set(mux)
 
 	log.Info("proxbus serving", "nats", nc.ConnectedUrlRedacted(), "verbs", registry.Names(),
@@ -423,8 +447,13 @@ func Serve(ctx context.Context, cfg Config) error {
 			}
 		}()
 	}
+	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
+	if ui != nil {
+		wg.Go(func() { ui.Run(uiCtx) })
+	}
 	runErr := cons.Run(ctx)
 	stopRepair()
+	stopUI()   // its live streams end, so the HTTP server's shutdown does not wait for them
 	stopHTTP() // after the drain: /readyz answered 503 while it lasted
 	wg.Wait()
 	log.Info("proxbus stopped")
@@ -437,8 +466,12 @@ func (c Config) baseSecrets() []string {
 	secrets := []string{c.NetBoxToken}
 	secrets = append(secrets, URLPasswords(c.NATSURL)...)
 	secrets = append(secrets, URLPasswords(c.RedisURL)...)
+	secrets = append(secrets, c.Console.secrets()...)
 	return append(secrets, c.Ingress.secrets()...)
 }
+
+// secrets are the console's tokens, for the redactors.
+func (c Console) secrets() []string { return []string{c.Access.ReadToken, c.Access.OperatorToken} }
 
 // trackedChecks are the /readyz checks the health tracker answers: NetBox (its token refused
 // makes the replica unready: every write command needs it) and each endpoint (advisory: it

@@ -196,7 +196,7 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Deli
 		origin:   events.OriginOf(cmd),
 		log:      p.cfg.Logger.With("command_id", cmd.ID, "command_source", cmd.Source, "verb", cmd.Verb, "delivery", d.Number),
 	}
-	r.origin.Delivery = d.StreamSeq
+	r.origin.Delivery, r.origin.Actor = d.StreamSeq, r.actor()
 	defer func() {
 		if v := recover(); v != nil {
 			r.log.Error("pipeline panicked", "panic", fmt.Sprint(v))

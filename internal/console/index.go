@@ -1,0 +1,378 @@
+package console
+
+import (
+	"cmp"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// States a command is listed in (the list's status filter).
+const (
+	StateRunning   = "running"
+	StateWaiting   = "waiting"
+	StateSucceeded = "succeeded"
+	StateFailed    = "failed"
+)
+
+// states are the values of the status filter, in the order the form offers them.
+var states = []string{StateRunning, StateWaiting, StateSucceeded, StateFailed}
+
+// Command is what the console knows of one command, read from its events. A Command handed
+// out by the [index] is a copy: it never changes under its reader.
+type Command struct {
+	Ref, ID, Source, Verb, Actor string
+	EndpointID                   *int64
+	// First and Last are the times of its first and newest events.
+	First, Last time.Time
+	// Steps are its step events in seq order.
+	Steps []events.Step
+	// Result is its first-hand result (or the first replay seen when the first-hand one is
+	// older than the history); ResultAt is that event's time. Replays counts the replays seen.
+	Result   *events.Result
+	ResultAt time.Time
+	Replays  int
+	// Repaired is the journal event saying its pending journal update was applied.
+	Repaired *events.JournalRepaired
+	// Instance is the replica that published its newest event.
+	Instance string
+
+	version uint64 // the index's version when it last changed
+	order   uint64 // when it was first seen: the list is newest first
+}
+
+// State is the command's list state: succeeded or failed once it has a result (by the
+// result's HTTP status), else waiting when its newest step waits or retries, else running.
+func (c Command) State() string {
+	switch {
+	case c.Result != nil && c.Result.Status < 400:
+		return StateSucceeded
+	case c.Result != nil:
+		return StateFailed
+	case len(c.Steps) > 0:
+		switch c.Steps[len(c.Steps)-1].Status {
+		case events.StepWaiting, events.StepRetrying:
+			return StateWaiting
+		}
+	}
+	return StateRunning
+}
+
+// Attempts is the highest attempt any of its steps names (1 when it has none).
+func (c Command) Attempts() int {
+	n := 1
+	for _, s := range c.Steps {
+		n = max(n, s.Attempt)
+	}
+	return n
+}
+
+// Duration is how long the command has taken: from its first event to its result, or to now
+// while it has none.
+func (c Command) Duration(now time.Time) time.Duration {
+	end := now
+	if c.Result != nil {
+		end = c.ResultAt
+	}
+	return max(end.Sub(c.First), 0)
+}
+
+// Current says where the command is: its newest step and that step's state ("" when it has
+// no step).
+func (c Command) Current() string {
+	if len(c.Steps) == 0 {
+		return ""
+	}
+	s := c.Steps[len(c.Steps)-1]
+	return s.Step + " " + string(s.Status)
+}
+
+// Replica is a proxbus instance seen publishing events.
+type Replica struct {
+	Instance  string
+	LastEvent time.Time
+	// Events counts its events seen; InFlight the commands without a result whose newest
+	// event it published.
+	Events   int
+	InFlight int
+}
+
+// Filter selects commands of the list; a zero field matches everything.
+type Filter struct {
+	Verb, State, Actor string
+	// Endpoint is an endpoint id in decimal ("" for any).
+	Endpoint string
+	// Query matches a command whose id or ref contains it.
+	Query string
+}
+
+// Match reports whether c passes every set field of f.
+func (f Filter) Match(c *Command) bool {
+	switch {
+	case f.Verb != "" && c.Verb != f.Verb,
+		f.State != "" && c.State() != f.State,
+		f.Actor != "" && c.Actor != f.Actor,
+		f.Endpoint != "" && (c.EndpointID == nil || strconv.FormatInt(*c.EndpointID, 10) != f.Endpoint),
+		f.Query != "" && !strings.Contains(c.ID, f.Query) && !strings.Contains(c.Ref, f.Query):
+		return false
+	}
+	return true
+}
+
+// index is the console's memory of the events stream: the newest limit commands, the
+// replicas seen, and a version that grows with every change, for live pages to wait on. It is
+// safe for concurrent use.
+type index struct {
+	mu       sync.RWMutex
+	limit    int
+	byRef    map[string]*Command
+	order    []*Command // oldest first; evicted from the front
+	replicas map[string]*Replica
+	version  uint64
+	next     uint64
+	lastSeq  uint64        // events-stream sequence of the newest event applied
+	changed  chan struct{} // closed and replaced on every change
+}
+
+func newIndex(limit int) *index {
+	return &index{limit: limit, byRef: map[string]*Command{}, replicas: map[string]*Replica{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel closed at the next change.
+func (ix *index) Changed() <-chan struct{} {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.changed
+}
+
+// Version is the version of the newest change.
+func (ix *index) Version() uint64 {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return ix.version
+}
+
+// apply records one event of the events stream (seq is its stream sequence). Events that
+// are not a step, result or journal event of a command are ignored; so is an event at or
+// below the newest sequence applied (an ordered consumer's redelivery after a reset).
+func (ix *index) apply(seq uint64, ev events.Received) {
+	instance := strings.TrimPrefix(ev.Source, "urn:proxbus:")
+	var probe struct {
+		CommandID     string `json:"command_id"`
+		CommandSource string `json:"command_source"`
+	}
+	if json.Unmarshal(ev.Data, &probe) != nil || probe.CommandID == "" {
+		return
+	}
+	kind := ev.Type[strings.LastIndexByte(ev.Type, '.')+1:]
+	var (
+		step    events.Step
+		result  events.Result
+		journal events.JournalRepaired
+		err     error
+	)
+	switch kind {
+	case "step":
+		err = json.Unmarshal(ev.Data, &step)
+	case "result":
+		err = json.Unmarshal(ev.Data, &result)
+	case "repaired":
+		err = json.Unmarshal(ev.Data, &journal)
+	default:
+		return
+	}
+	if err != nil {
+		return
+	}
+
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if seq != 0 && seq <= ix.lastSeq {
+		return
+	}
+	ix.lastSeq = max(ix.lastSeq, seq)
+	ref := events.Ref(probe.CommandSource, probe.CommandID)
+	c := ix.byRef[ref]
+	if c == nil {
+		if kind == "repaired" {
+			return // the command is older than the history
+		}
+		ix.next++
+		c = &Command{Ref: ref, ID: probe.CommandID, Source: probe.CommandSource, First: ev.Time, order: ix.next}
+		ix.byRef[ref] = c
+		ix.order = append(ix.order, c)
+		ix.evict()
+	}
+	switch kind {
+	case "step":
+		c.Verb = step.Verb
+		c.Actor = cmp.Or(c.Actor, step.Actor)
+		if c.EndpointID == nil {
+			c.EndpointID = step.EndpointID
+		}
+		i, _ := slices.BinarySearchFunc(c.Steps, step.Seq, func(s events.Step, seq int) int { return s.Seq - seq })
+		c.Steps = slices.Insert(c.Steps, i, step)
+	case "result":
+		c.Verb = result.Verb
+		c.Actor = cmp.Or(c.Actor, result.Actor)
+		if c.EndpointID == nil {
+			c.EndpointID = result.EndpointID
+		}
+		switch {
+		case result.Replayed:
+			c.Replays++
+			if c.Result == nil {
+				c.Result, c.ResultAt = &result, ev.Time
+			}
+		case c.Result == nil || c.Result.Replayed:
+			c.Result, c.ResultAt = &result, ev.Time
+		}
+	case "repaired":
+		c.Repaired = &journal
+	}
+	if ev.Time.Before(c.First) || c.First.IsZero() {
+		c.First = ev.Time
+	}
+	c.Last = maxTime(c.Last, ev.Time)
+	c.Instance = instance
+	r := ix.replicas[instance]
+	if r == nil {
+		r = &Replica{Instance: instance}
+		ix.replicas[instance] = r
+	}
+	r.Events++
+	r.LastEvent = maxTime(r.LastEvent, ev.Time)
+	ix.version++
+	c.version = ix.version
+	close(ix.changed)
+	ix.changed = make(chan struct{})
+}
+
+// evict drops the oldest commands beyond the limit; the caller holds mu.
+func (ix *index) evict() {
+	drop := len(ix.order) - ix.limit
+	if drop <= 0 {
+		return
+	}
+	for _, c := range ix.order[:drop] {
+		delete(ix.byRef, c.Ref)
+	}
+	clear(ix.order[:drop]) // append moves the live part to a new array when this one is full
+	ix.order = ix.order[drop:]
+}
+
+// Get returns a copy of the command with ref, or of the one command whose id is ref.
+func (ix *index) Get(ref string) (Command, bool) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	if c, ok := ix.byRef[ref]; ok {
+		return c.copy(), true
+	}
+	var found *Command
+	for _, c := range ix.byRef {
+		if c.ID == ref {
+			if found != nil {
+				return Command{}, false // ambiguous: the list's search shows both
+			}
+			found = c
+		}
+	}
+	if found == nil {
+		return Command{}, false
+	}
+	return found.copy(), true
+}
+
+// List returns copies of the newest limit commands matching f, newest first, and how many
+// match in all.
+func (ix *index) List(f Filter, limit int) ([]Command, int) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var out []Command
+	total := 0
+	for i := len(ix.order) - 1; i >= 0; i-- {
+		c := ix.order[i]
+		if !f.Match(c) {
+			continue
+		}
+		total++
+		if len(out) < limit {
+			out = append(out, c.copy())
+		}
+	}
+	return out, total
+}
+
+// ChangedSince returns copies of the commands matching f that changed after version since,
+// newest first, at most limit of them, and the index's version.
+func (ix *index) ChangedSince(since uint64, f Filter, limit int) ([]Command, uint64) {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	var out []Command
+	for i := len(ix.order) - 1; i >= 0 && len(out) < limit; i-- {
+		if c := ix.order[i]; c.version > since && f.Match(c) {
+			out = append(out, c.copy())
+		}
+	}
+	return out, ix.version
+}
+
+// Replicas returns the replicas seen, most recently active first, with the commands each
+// has in flight.
+func (ix *index) Replicas() []Replica {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	inFlight := map[string]int{}
+	for _, c := range ix.order {
+		if c.Result == nil {
+			inFlight[c.Instance]++
+		}
+	}
+	out := make([]Replica, 0, len(ix.replicas))
+	for _, r := range ix.replicas {
+		rc := *r
+		rc.InFlight = inFlight[r.Instance]
+		out = append(out, rc)
+	}
+	slices.SortFunc(out, func(a, b Replica) int {
+		if c := b.LastEvent.Compare(a.LastEvent); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Instance, b.Instance)
+	})
+	return out
+}
+
+// Len is the number of commands held.
+func (ix *index) Len() int {
+	ix.mu.RLock()
+	defer ix.mu.RUnlock()
+	return len(ix.order)
+}
+
+// copy returns c with its own slices and result, so nothing the index changes later shows.
+func (c *Command) copy() Command {
+	cc := *c
+	cc.Steps = slices.Clone(c.Steps)
+	if c.Result != nil {
+		r := *c.Result
+		cc.Result = &r
+	}
+	if c.Repaired != nil {
+		j := *c.Repaired
+		cc.Repaired = &j
+	}
+	return cc
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

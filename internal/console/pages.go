@@ -1,0 +1,481 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/deadletter"
+	"github.com/proxbus/proxbus/internal/store"
+)
+
+// pageNames are the templates under templates/, each parsed with layout.html.
+var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "replicas"}
+
+// parsePages parses every page with the layout and the shared fragments.
+func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
+	pages := make(map[string]*template.Template, len(pageNames))
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(assets, "templates/layout.html", "templates/fragments.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: template %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// view is what every page template gets: the page's own data under Data.
+type view struct {
+	Title string
+	// Nav is the section the page belongs to, for the navigation bar.
+	Nav string
+	// Role and Via say who is looking; CSRF is the token of its forms.
+	Role, Via, CSRF string
+	// Live is the URL of the page's live stream; "" when it has none.
+	Live string
+	Now  time.Time
+	Data any
+}
+
+func (c *Console) view(s session, nav, title string, data any) view {
+	return view{Title: title, Nav: nav, Role: s.role.String(), Via: s.via, CSRF: c.guard.csrfToken(s), Now: c.cfg.Now().UTC(), Data: data}
+}
+
+// problem answers status with a page saying what went wrong and what to do.
+func (c *Console) problem(w http.ResponseWriter, r *http.Request, s session, status int, title, detail string) {
+	v := c.view(s, "", title, problemData{Status: status, Detail: detail})
+	c.render(w, status, "problem", v)
+}
+
+type problemData struct {
+	Status int
+	Detail string
+}
+
+// unauthorized answers 401 with the login form and nothing else; live streams get a bare 401.
+func (c *Console) unauthorized(w http.ResponseWriter, r *http.Request, message string) {
+	if strings.HasPrefix(r.URL.Path, Path+"/live/") || r.Header.Get("Accept") == "text/event-stream" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusUnauthorized)
+		_, _ = w.Write([]byte("401 unauthorized: log in at " + Path + "/login\n"))
+		return
+	}
+	next := r.URL.RequestURI()
+	if r.Method != http.MethodGet || !strings.HasPrefix(next, Path) {
+		next = Path + "/commands"
+	}
+	c.render(w, http.StatusUnauthorized, "login", c.view(session{}, "", "Log in", loginData{Message: message, Next: next, Enabled: c.guard.enabled()}))
+}
+
+type loginData struct {
+	Message, Next string
+	// Enabled is false when no token is configured: nobody can log in.
+	Enabled bool
+}
+
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
+	if s := c.guard.identify(r); s.role != roleNone {
+		http.Redirect(w, r, Path+"/commands", http.StatusSeeOther)
+		return
+	}
+	next := r.URL.Query().Get("next")
+	c.render(w, http.StatusOK, "login", c.view(session{}, "", "Log in", loginData{Next: safeNext(next), Enabled: c.guard.enabled()}))
+}
+
+// login checks the token of the login form and sets the session cookie; a wrong or missing
+// token is answered 401 with the form again.
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		c.problem(w, r, session{}, http.StatusForbidden, "Request refused", "A login must come from the console's own login form.")
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	ro := c.guard.tokenRole(r.PostFormValue("token"))
+	if ro == roleNone {
+		c.log.Info("console: login refused", "remote", r.RemoteAddr)
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		c.render(w, http.StatusUnauthorized, "login", c.view(session{}, "", "Log in",
+			loginData{Message: "That token is not valid here. Give the console's read token or its operator token.", Next: next, Enabled: c.guard.enabled()}))
+		return
+	}
+	http.SetCookie(w, c.guard.issueCookie(ro, r.TLS != nil))
+	c.log.Info("console: login", "role", ro.String(), "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	s := c.guard.identify(r)
+	if s.role != roleNone && !c.guard.checkCSRF(r, s) {
+		c.problem(w, r, s, http.StatusForbidden, "Request refused", "The form was stale or came from another site. Reload the page and try again.")
+		return
+	}
+	http.SetCookie(w, clearCookie(r.TLS != nil))
+	http.Redirect(w, r, Path+"/login", http.StatusSeeOther)
+}
+
+// safeNext is where a login may send the browser: a console path, nothing else.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, Path+"/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") || strings.HasPrefix(next, Path+"/login") {
+		return Path + "/commands"
+	}
+	return next
+}
+
+// listData is the commands page.
+type listData struct {
+	Filter   Filter
+	Rows     []Command
+	Total    int
+	Limit    int
+	Held     int
+	Verbs    []string
+	States   []string
+	FilterOn bool
+}
+
+// filterOf reads the list's filter from the query.
+func filterOf(q url.Values) Filter {
+	return Filter{
+		Verb: strings.TrimSpace(q.Get("verb")), State: strings.TrimSpace(q.Get("status")),
+		Endpoint: strings.TrimSpace(q.Get("endpoint")), Actor: strings.TrimSpace(q.Get("actor")),
+		Query: strings.TrimSpace(q.Get("q")),
+	}
+}
+
+// limitOf reads ?limit= (1 … History), else the default.
+func (c *Console) limitOf(q url.Values) int {
+	n, err := strconv.Atoi(q.Get("limit"))
+	if err != nil || n <= 0 {
+		return c.cfg.ListLimit
+	}
+	return min(n, c.cfg.History)
+}
+
+func (c *Console) commandsPage(w http.ResponseWriter, r *http.Request, s session) {
+	q := r.URL.Query()
+	f, limit := filterOf(q), c.limitOf(q)
+	version := c.ix.Version() // before the list: a change in between is sent again, not lost
+	rows, total := c.ix.List(f, limit)
+	v := c.view(s, "commands", "Commands", listData{Filter: f, Rows: rows, Total: total, Limit: limit, Held: c.ix.Len(),
+		Verbs: c.cfg.Verbs, States: states, FilterOn: f != Filter{}})
+	q.Set("since", strconv.FormatUint(version, 10))
+	v.Live = Path + "/live/commands?" + q.Encode()
+	c.render(w, http.StatusOK, "commands", v)
+}
+
+// commandData is one command's page.
+type commandData struct {
+	C        Command
+	Timeline timeline
+	Output   string
+	Finished bool
+}
+
+func (c *Console) commandData(cmd Command) commandData {
+	d := commandData{C: cmd, Timeline: layout(cmd, c.cfg.Now()), Finished: cmd.Result != nil}
+	if cmd.Result != nil && len(cmd.Result.Output) > 0 {
+		d.Output = indentJSON(cmd.Result.Output)
+	}
+	return d
+}
+
+func (c *Console) commandPage(w http.ResponseWriter, r *http.Request, s session) {
+	ref := r.PathValue("ref")
+	cmd, ok := c.ix.Get(ref)
+	if !ok {
+		c.problem(w, r, s, http.StatusNotFound, "Command not found",
+			fmt.Sprintf("No command %q is among the newest %d commands the console holds. It may be older, not published yet, or its id may be shared by several sources: search the list for it.", ref, c.cfg.History))
+		return
+	}
+	v := c.view(s, "commands", cmd.Verb+" "+cmd.ID, c.commandData(cmd))
+	if cmd.Result == nil {
+		v.Live = Path + "/live/commands/" + url.PathEscape(cmd.Ref)
+	}
+	c.render(w, http.StatusOK, "command", v)
+}
+
+// deadLettersData is the dead-letter list.
+type deadLettersData struct {
+	Letters []deadletter.DeadLetter
+	Error   string
+}
+
+// deadLetterLimit is how many dead letters the list shows, the newest.
+const deadLetterLimit = 500
+
+func (c *Console) deadLettersPage(w http.ResponseWriter, r *http.Request, s session) {
+	letters, err := deadletter.List(r.Context(), c.cfg.JetStream, c.cfg.Subjects, deadLetterLimit)
+	d := deadLettersData{Letters: letters}
+	status := http.StatusOK
+	if err != nil {
+		d.Error, status = "The dead-letter stream cannot be read now: "+err.Error(), http.StatusServiceUnavailable
+	}
+	slices.Reverse(d.Letters) // newest first
+	c.render(w, status, "deadletters", c.view(s, "deadletters", "Dead letters", d))
+}
+
+// deadLetterData is one dead letter's page.
+type deadLetterData struct {
+	L       deadletter.DeadLetter
+	Headers [][2]string
+	Body    string
+	// Replayed is the replay just made, on the page the replay redirects to.
+	Replayed string
+}
+
+// seqOf reads the {seq} path value.
+func seqOf(r *http.Request) (uint64, bool) {
+	n, err := strconv.ParseUint(r.PathValue("seq"), 10, 64)
+	return n, err == nil && n > 0
+}
+
+func (c *Console) letter(w http.ResponseWriter, r *http.Request, s session) (deadletter.DeadLetter, bool) {
+	seq, ok := seqOf(r)
+	if !ok {
+		c.problem(w, r, s, http.StatusNotFound, "Dead letter not found", "A dead letter is named by its sequence number in the dead-letter stream, a positive integer.")
+		return deadletter.DeadLetter{}, false
+	}
+	d, err := deadletter.Get(r.Context(), c.cfg.JetStream, c.cfg.Subjects, seq)
+	switch {
+	case errors.Is(err, deadletter.ErrNotFound):
+		c.problem(w, r, s, http.StatusNotFound, "Dead letter not found", fmt.Sprintf("The dead-letter stream holds no letter %d (purged, or never there).", seq))
+		return d, false
+	case err != nil:
+		c.problem(w, r, s, http.StatusServiceUnavailable, "Dead letters unavailable", "The dead-letter stream cannot be read now: "+err.Error())
+		return d, false
+	}
+	return d, true
+}
+
+func (c *Console) deadLetterPage(w http.ResponseWriter, r *http.Request, s session) {
+	l, ok := c.letter(w, r, s)
+	if !ok {
+		return
+	}
+	d := deadLetterData{L: l, Body: bodyText(l.Data), Replayed: r.URL.Query().Get("replayed")}
+	for k, vs := range l.Header {
+		for _, v := range vs {
+			d.Headers = append(d.Headers, [2]string{k, v})
+		}
+	}
+	slices.SortFunc(d.Headers, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	c.render(w, http.StatusOK, "deadletter", c.view(s, "deadletters", fmt.Sprintf("Dead letter %d", l.Seq), d))
+}
+
+// confirmData is a page that asks before it acts.
+type confirmData struct {
+	Question, Detail, Action, Button string
+	Fields                           [][2]string
+	Back                             string
+}
+
+func (c *Console) replayConfirm(w http.ResponseWriter, r *http.Request, s session) {
+	l, ok := c.letter(w, r, s)
+	if !ok {
+		return
+	}
+	detail := fmt.Sprintf("Its redacted copy is published again on %s as a new command (id suffixed -replay-%d), once however often this is confirmed.", l.OriginalSubject, l.Seq)
+	if len(l.Replays) > 0 {
+		detail += fmt.Sprintf(" It was replayed %d time(s) before.", len(l.Replays))
+	}
+	c.render(w, http.StatusOK, "confirm", c.view(s, "deadletters", "Replay?", confirmData{
+		Question: fmt.Sprintf("Replay dead letter %d?", l.Seq), Detail: detail,
+		Action: fmt.Sprintf("%s/deadletters/%d/replay", Path, l.Seq), Button: "Replay", Back: fmt.Sprintf("%s/deadletters/%d", Path, l.Seq),
+	}))
+}
+
+func (c *Console) replay(w http.ResponseWriter, r *http.Request, s session) {
+	seq, ok := seqOf(r)
+	if !ok {
+		c.problem(w, r, s, http.StatusNotFound, "Dead letter not found", "A dead letter is named by its sequence number, a positive integer.")
+		return
+	}
+	rec, err := deadletter.Replay(r.Context(), c.cfg.JetStream, c.cfg.Subjects, seq)
+	switch {
+	case errors.Is(err, deadletter.ErrNotFound):
+		c.problem(w, r, s, http.StatusNotFound, "Dead letter not found", fmt.Sprintf("The dead-letter stream holds no letter %d.", seq))
+		return
+	case err != nil && rec.CommandSeq == 0:
+		c.problem(w, r, s, http.StatusBadGateway, "Not replayed", "The dead letter was not published again: "+err.Error()+". Nothing changed; try again.")
+		return
+	case err != nil:
+		c.log.Warn("console: replayed, but the replay marker was not stored", "dead_letter_seq", seq, "err", err)
+	}
+	c.log.Info("console: dead letter replayed", "dead_letter_seq", seq, "command_id", rec.CommandID, "via", s.via)
+	http.Redirect(w, r, fmt.Sprintf("%s/deadletters/%d?replayed=%s", Path, seq, url.QueryEscape(rec.CommandID)), http.StatusSeeOther)
+}
+
+func (c *Console) purgeConfirm(w http.ResponseWriter, r *http.Request, s session) {
+	letters, err := deadletter.List(r.Context(), c.cfg.JetStream, c.cfg.Subjects, 0)
+	if err != nil {
+		c.problem(w, r, s, http.StatusServiceUnavailable, "Dead letters unavailable", "The dead-letter stream cannot be read now: "+err.Error())
+		return
+	}
+	before := c.cfg.Now().UTC()
+	c.render(w, http.StatusOK, "confirm", c.view(s, "deadletters", "Purge?", confirmData{
+		Question: fmt.Sprintf("Purge all %d dead letters?", len(letters)),
+		Detail:   "Every dead letter stored before " + before.Format(time.RFC3339) + " is removed for good, with its replay records; letters stored after this page was shown are kept.",
+		Action:   Path + "/deadletters/purge", Button: "Purge", Back: Path + "/deadletters",
+		Fields: [][2]string{{"before", before.Format(time.RFC3339Nano)}},
+	}))
+}
+
+func (c *Console) purge(w http.ResponseWriter, r *http.Request, s session) {
+	before, err := time.Parse(time.RFC3339Nano, r.PostFormValue("before"))
+	if err != nil {
+		c.problem(w, r, s, http.StatusBadRequest, "Not purged", "The form's before field is not an RFC 3339 time; open the purge page again.")
+		return
+	}
+	n, err := deadletter.Purge(r.Context(), c.cfg.JetStream, c.cfg.Subjects, before)
+	if err != nil {
+		c.problem(w, r, s, http.StatusBadGateway, "Not purged", "The dead-letter stream was not purged: "+err.Error())
+		return
+	}
+	c.log.Info("console: dead letters purged", "letters", n, "before", before, "via", s.via)
+	http.Redirect(w, r, Path+"/deadletters", http.StatusSeeOther)
+}
+
+// storeData is a page read from the store.
+type storeData[T any] struct {
+	Items []T
+	Error string
+}
+
+func (c *Console) repairsPage(w http.ResponseWriter, r *http.Request, s session) {
+	d, status := readStore(r, c.cfg.Store, Store.PendingRepairs)
+	c.render(w, status, "repairs", c.view(s, "repairs", "Pending journal repairs", d))
+}
+
+func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, s session) {
+	d, status := readStore(r, c.cfg.Store, Store.PendingApprovals)
+	c.render(w, status, "approvals", c.view(s, "approvals", "Awaiting approval", d))
+}
+
+// readStore lists what list returns, or says why it cannot.
+func readStore[T any](r *http.Request, st Store, list func(Store, context.Context) ([]T, error)) (storeData[T], int) {
+	if st == nil {
+		return storeData[T]{Error: "This replica has no store to read them from."}, http.StatusServiceUnavailable
+	}
+	items, err := list(st, r.Context())
+	if err != nil {
+		return storeData[T]{Error: "The store (Redis) cannot be read now: " + err.Error()}, http.StatusServiceUnavailable
+	}
+	return storeData[T]{Items: items}, http.StatusOK
+}
+
+func (c *Console) replicasPage(w http.ResponseWriter, r *http.Request, s session) {
+	v := c.view(s, "replicas", "Replicas", c.ix.Replicas())
+	v.Live = Path + "/live/replicas"
+	c.render(w, http.StatusOK, "replicas", v)
+}
+
+// Helpers of the templates.
+
+func (c *Console) funcs() template.FuncMap {
+	return template.FuncMap{
+		"time":     func(t time.Time) string { return fmtTime(t) },
+		"clock":    func(t time.Time) string { return fmtClock(t) },
+		"dur":      shortDuration,
+		"ago":      func(t time.Time) string { return ago(c.cfg.Now(), t) },
+		"endpoint": endpointText,
+		"pct":      func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
+		"progress": progressText,
+		"cmdURL":   func(ref string) string { return Path + "/commands/" + url.PathEscape(ref) },
+		"rowID":    func(ref string) string { return "c-" + ref },
+		"now":      func() time.Time { return c.cfg.Now() },
+		"add":      func(a, b int) int { return a + b },
+		"storeKey": func(k store.CommandKey) string { return events.Ref(k.Source, k.ID) },
+	}
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+func fmtClock(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format("15:04:05.000")
+}
+
+// ago says how long before now t was ("3.2s ago"), or how long after ("in 4s").
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	if d := now.Sub(t); d >= 0 {
+		return shortDuration(d) + " ago"
+	}
+	return "in " + shortDuration(t.Sub(now))
+}
+
+func endpointText(id *int64) string {
+	if id == nil {
+		return "—"
+	}
+	return strconv.FormatInt(*id, 10)
+}
+
+// progressText is "1.2 GiB of 32 GiB (4%)" or "40%".
+func progressText(p *events.Progress) string {
+	if p == nil || p.Total <= 0 {
+		return ""
+	}
+	pct := 100 * p.Done / p.Total
+	if p.Unit == events.ProgressBytes {
+		return fmt.Sprintf("%s of %s (%d%%)", bytesText(p.Done), bytesText(p.Total), pct)
+	}
+	return fmt.Sprintf("%d%%", pct)
+}
+
+func bytesText(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// indentJSON pretty-prints a JSON document; anything else is returned as it is.
+func indentJSON(raw []byte) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
+// maxBodyShown bounds how much of a dead letter's body its page shows.
+const maxBodyShown = 64 << 10
+
+// bodyText is a dead letter's body for people: indented JSON, else the text, cut short.
+func bodyText(b []byte) string {
+	s := indentJSON(b)
+	if len(s) > maxBodyShown {
+		s = s[:maxBodyShown] + "\n… (cut: the body has " + strconv.Itoa(len(b)) + " bytes)"
+	}
+	return strings.ToValidUTF8(s, "�")
+}
