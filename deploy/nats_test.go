@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/console"
 	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/deadletter"
 )
@@ -252,6 +255,31 @@ func TestNATSAccountPermissions(t *testing.T) {
 	}
 	svc.noErrors(t, "proxbus")
 	producer.noErrors(t, "producer")
+
+	// The web console of a replica reads as the proxbus user: the events stream and the
+	// dead letters.
+	ui, err := console.New(console.Config{JetStream: svc.js, Subjects: subjects, Access: console.Access{ReadToken: "deploy-test-read-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uiCtx, stopUI := context.WithCancel(ctx)
+	wg.Go(func() { ui.Run(uiCtx) })
+	uiGet := func(path string) (int, string) {
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		req.Header.Set("Authorization", "Bearer deploy-test-read-token")
+		w := httptest.NewRecorder()
+		ui.Handler().ServeHTTP(w, req)
+		return w.Code, w.Body.String()
+	}
+	if !eventually(func() bool { _, body := uiGet("/ui/commands"); return strings.Contains(body, `id="c-poison-1"`) }) {
+		t.Error("proxbus: the console never showed the poison command's result from the events stream")
+	}
+	if status, body := uiGet("/ui/deadletters"); status != http.StatusOK || !strings.Contains(body, "attempts_exhausted") {
+		t.Errorf("proxbus: the console's dead letters: status %d", status)
+	}
+	stopUI()
+	wg.Wait()
+	svc.noErrors(t, "proxbus (console)")
 
 	sub := connect("subscriber")
 	oc, err := sub.js.OrderedConsumer(ctx, subjects.EventsStream(), jetstream.OrderedConsumerConfig{})

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -246,22 +247,27 @@ func TestEnvelopes(t *testing.T) {
 
 // TestCanaryNeverLeaks sends the canary password through every path (created, invalid body,
 // poison, upstream echo, replay, journal failure) and scans every output channel for it:
-// results, steps, journal events, dead letters, logs, journal comments and Redis.
+// results, steps, journal events, dead letters, logs, journal comments, Redis, and the web
+// console's pages and live streams.
 func TestCanaryNeverLeaks(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.start()
+	var ui string
+	e.start(withConsole(t, &ui))
 	keyed := e.command(pbs("pbs-canary"))
 	keyed.IdempotencyKey = "canary"
 	e.send(keyed)
 	replay := e.command(pbs("pbs-canary"))
 	replay.IdempotencyKey = "canary"
 	e.send(replay)
-	e.send(e.command(pbs("pbs-canary-bad", "port", `"`+canary+`"`, "extra_token", `"`+canary+`"`)))
+	bad := e.command(pbs("pbs-canary-bad", "port", `"`+canary+`"`, "extra_token", `"`+canary+`"`))
+	e.send(bad)
 	e.pve.FailNext("POST", "/storage", 1, 500, "storage create failed: password="+canary)
-	e.send(e.command(pbs("pbs-canary-echo")))
+	echo := e.command(pbs("pbs-canary-echo"))
+	e.send(echo)
 	e.netbox.FailPatches(3, 503)
-	e.send(e.command(pbs("pbs-canary-jf")))
+	journalFails := e.command(pbs("pbs-canary-jf"))
+	e.send(journalFails)
 	poison := mustEncode(t, e, e.command(`{}`))
 	poison.Header.Set("ce-id", "canary-poison")
 	poison.Header.Set("Nats-Msg-Id", "canary-poison")
@@ -293,6 +299,11 @@ func TestCanaryNeverLeaks(t *testing.T) {
 		comments.WriteString(je.Comments)
 	}
 	channels["journal"] = comments.String()
+	var letters []string
+	for _, m := range e.streamMessages(e.subjects.DLQStream(), "") {
+		letters = append(letters, strconv.FormatUint(m.Sequence, 10))
+	}
+	channels["console"] = consoleScan(t, ui, []string{keyed.ID, replay.ID, bad.ID, echo.ID, journalFails.ID, "canary-poison"}, letters)
 	for name, text := range channels {
 		if text == "" && name != "redis" {
 			t.Errorf("channel %s is empty: the scan would prove nothing", name)

@@ -259,7 +259,7 @@ func TestStreamsApply(t *testing.T) {
 	}
 }
 
-// TestDevDemo pins `proxbus dev --demo`: it prints the service lines and ready, plays the
+// TestDevDemo pins `proxbus dev --demo`: it prints the service lines, the console's, and ready, plays the
 // tour, and exits 0 when every outcome matched.
 func TestDevDemo(t *testing.T) {
 	t.Parallel()
@@ -269,7 +269,7 @@ func TestDevDemo(t *testing.T) {
 		t.Fatalf("code %d\n%s\n%s", code, out, errOut)
 	}
 	lines := strings.Split(out, "\n")
-	for i, prefix := range []string{"nats: nats://", "redis: redis://", "pve: http", "netbox: http", "ready"} {
+	for i, prefix := range []string{"nats: nats://", "redis: redis://", "pve: http", "netbox: http", "ui: http://127.0.0.1:", "ready"} {
 		if i >= len(lines) || !strings.HasPrefix(lines[i], prefix) {
 			t.Errorf("line %d = %q, want prefix %q", i, lines[i], prefix)
 		}

@@ -49,7 +49,8 @@ const minBarWidth = 0.4
 // skipped step of the same name and attempt (a running step updates its progress, a second
 // started step its detail); a step
 // that ends without having started is an instant bar; consecutive waiting or retrying steps
-// of one stage are one wait bar, lasting until the command's next event. Spans still open end
+// of one stage are one wait bar, lasting until the command's next event (and ending the
+// stage's open bar of that attempt). Spans still open end
 // at the result's time, or now while there is none.
 func layout(c Command, now time.Time) timeline {
 	end := now
@@ -93,6 +94,10 @@ func layout(c Command, now time.Time) timeline {
 				b.UPID = s.UPID
 			}
 		case events.StepWaiting, events.StepRetrying:
+			if i, ok := open[key]; ok { // the step's attempt stopped here
+				delete(open, key)
+				bars[i].Status, bars[i].End, bars[i].Open = string(s.Status), s.At, false
+			}
 			wait = len(bars)
 			bars = append(bars, bar{Step: s.Step, Attempt: s.Attempt, Status: string(s.Status), Start: s.At, Open: true, Detail: s.Detail, Waits: 1})
 		default: // done, error, skipped

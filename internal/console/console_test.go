@@ -1,0 +1,530 @@
+package console
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/consumer"
+	"github.com/proxbus/proxbus/internal/deadletter"
+	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/internal/testenv"
+)
+
+// fixture is a console on a real JetStream server with the proxbus streams, serving over
+// HTTP on loopback, and a publisher of events as a replica "r1" publishes them.
+type fixture struct {
+	t    *testing.T
+	js   jetstream.JetStream
+	s    events.Subjects
+	c    *Console
+	srv  *httptest.Server
+	pub  *consumer.Publisher
+	base string
+}
+
+func newFixture(t *testing.T, cfg Config) *fixture {
+	t.Helper()
+	n := testenv.StartNATS(t)
+	s := events.NewSubjects("")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := consumer.Provision(ctx, n.JS, consumer.Config{Subjects: s}); err != nil {
+		t.Fatal(err)
+	}
+	cfg.JetStream, cfg.Subjects = n.JS, s
+	if cfg.LiveInterval == 0 {
+		cfg.LiveInterval = 10 * time.Millisecond
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(runCtx) }()
+	srv := httptest.NewServer(c.Handler())
+	t.Cleanup(func() {
+		stop()
+		<-done
+		srv.Close()
+	})
+	return &fixture{t: t, js: n.JS, s: s, c: c, srv: srv, pub: consumer.NewPublisher(n.JS, events.NewEmitter(s, "r1")), base: srv.URL}
+}
+
+// publish publishes payload p about command id as replica r1 does.
+func (f *fixture) publish(id, verb string, p events.Payload) {
+	f.t.Helper()
+	ep := int64(1)
+	if err := f.pub.Publish(context.Background(), events.Origin{ID: id, Source: "/test", Verb: verb, Actor: "alice", EndpointID: &ep}, p); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// finish publishes a started and a done step and the result of command id.
+func (f *fixture) finish(id string) {
+	f.t.Helper()
+	f.publish(id, "vm.start", events.Step{Seq: 1, Step: "start_vm", Status: events.StepStarted, Attempt: 1})
+	f.publish(id, "vm.start", events.Step{Seq: 2, Step: "start_vm", Status: events.StepDone, Attempt: 1, UPID: "UPID:pve1:1:2:3:qmstart:100:x:"})
+	f.publish(id, "vm.start", events.Result{Status: 200, Result: "started"})
+}
+
+// held waits until the console holds command id.
+func (f *fixture) held(id string) {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, ok := f.c.ix.Get(id); ok && c.Result != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("the console never held command %s with its result", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// deadLetter stores a dead letter of body and returns its sequence.
+func (f *fixture) deadLetter(body string) uint64 {
+	f.t.Helper()
+	h := nats.Header{}
+	h.Set("ce-id", "poison-1")
+	h.Set("ce-source", "/test")
+	msg := deadletter.Build(f.s, deadletter.Original{Subject: f.s.Command("vm.start"), Header: h, Data: []byte(body), StreamSeq: 7, Deliveries: 1},
+		"vm.start", deadletter.ReasonInvalidCommand, "not JSON", time.Now(), 1<<20)
+	ack, err := f.js.PublishMsg(context.Background(), msg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return ack.Sequence
+}
+
+// client is a browser: a cookie jar, redirects followed, a header set on every request.
+type client struct {
+	t      *testing.T
+	hc     *http.Client
+	base   string
+	header http.Header
+}
+
+func (f *fixture) client(header ...string) *client {
+	f.t.Helper()
+	jar, _ := cookiejar.New(nil)
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Set(header[i], header[i+1])
+	}
+	return &client{t: f.t, hc: &http.Client{Jar: jar}, base: f.base, header: h}
+}
+
+func (c *client) do(method, path string, form url.Values) (int, string, http.Header) {
+	c.t.Helper()
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, c.base+path, body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), resp.Header
+}
+
+func (c *client) get(path string) (int, string) {
+	c.t.Helper()
+	status, body, _ := c.do(http.MethodGet, path, nil)
+	return status, body
+}
+
+func (c *client) login(token string) int {
+	c.t.Helper()
+	status, _, _ := c.do(http.MethodPost, "/ui/login", url.Values{"token": {token}, "next": {"/ui/commands"}})
+	return status
+}
+
+// csrfOf is the CSRF token of the first form of body.
+func csrfOf(t *testing.T, body string) string {
+	t.Helper()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("the page has no CSRF field:\n%s", body)
+	}
+	return m[1]
+}
+
+var tokens = Access{ReadToken: testReadToken, OperatorToken: testOperatorToken}
+
+// TestWithoutCredentialsNothingButTheLoginForm: every page and live stream answers a request
+// without credentials 401, showing the login form and nothing of the data.
+func TestWithoutCredentialsNothingButTheLoginForm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	f.finish("secret-plan-42")
+	f.held("secret-plan-42")
+	seq := f.deadLetter(`{"id":"poison-1"}`)
+	anon := f.client()
+	bad := f.client("Authorization", "Bearer not-the-token-0123456789")
+	paths := []string{"/ui", "/ui/", "/ui/commands", "/ui/commands/secret-plan-42", "/ui/live/commands", "/ui/live/commands/secret-plan-42",
+		"/ui/live/replicas", "/ui/deadletters", "/ui/deadletters/1", "/ui/deadletters/1/replay", "/ui/deadletters/purge",
+		"/ui/repairs", "/ui/approvals", "/ui/replicas", "/ui/nope"}
+	for _, c := range []*client{anon, bad} {
+		for _, p := range paths {
+			status, body := c.get(p)
+			// The id may come back in the form's "next" field (the page asked for); no data may.
+			if status != http.StatusUnauthorized || strings.Contains(body, "start_vm") || strings.Contains(body, "UPID") || strings.Contains(body, "<nav>") {
+				t.Errorf("GET %s: status %d (want 401), data shown: %v", p, status, strings.Contains(body, "start_vm"))
+			}
+		}
+		for _, p := range []string{"/ui/deadletters/1/replay", "/ui/deadletters/purge"} {
+			if status, _, _ := c.do(http.MethodPost, p, url.Values{"before": {time.Now().Format(time.RFC3339Nano)}}); status != http.StatusUnauthorized {
+				t.Errorf("POST %s: status %d, want 401", p, status)
+			}
+		}
+	}
+	if l, err := deadletter.Get(context.Background(), f.js, f.s, seq); err != nil || len(l.Replays) != 0 {
+		t.Errorf("the dead letter changed without credentials: %v, replays %d", err, len(l.Replays))
+	}
+}
+
+// TestLogin: a wrong token is answered 401 with the form again; the read token sets an
+// HttpOnly, SameSite=Strict session cookie that opens every page but the operator's ones.
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	f.finish("cmd-1")
+	f.held("cmd-1")
+	c := f.client()
+	status, body, _ := c.do(http.MethodPost, "/ui/login", url.Values{"token": {"wrong-token-0123456789"}})
+	if status != http.StatusUnauthorized || !strings.Contains(body, `id="login-error"`) || strings.Contains(body, "cmd-1") {
+		t.Fatalf("wrong token: status %d, error shown %v", status, strings.Contains(body, "login-error"))
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.base+"/ui/login", strings.NewReader(url.Values{"token": {testReadToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	set := resp.Header.Get("Set-Cookie")
+	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") || strings.Contains(set, testReadToken) {
+		t.Fatalf("read-token login: status %d, Set-Cookie %q", resp.StatusCode, set)
+	}
+	if c.login(testReadToken) != http.StatusOK {
+		t.Fatal("login with the read token did not land on a page")
+	}
+	if status, body := c.get("/ui/commands"); status != http.StatusOK || !strings.Contains(body, `id="c-cmd-1"`) || !strings.Contains(body, ">reader<") {
+		t.Errorf("commands as reader: status %d, row shown %v", status, strings.Contains(body, "c-cmd-1"))
+	}
+	if status, body := c.get("/ui/commands/cmd-1"); status != http.StatusOK || !strings.Contains(body, `data-step="start_vm"`) {
+		t.Errorf("a command's page: status %d", status)
+	}
+	if status, _ := c.get("/ui/deadletters/purge"); status != http.StatusForbidden {
+		t.Errorf("the purge page as reader: status %d, want 403", status)
+	}
+}
+
+// TestReplayAndPurgeNeedTheOperator: a reader can neither replay nor purge a dead letter
+// and sees no button for it; an operator's replay without the form's CSRF token is refused;
+// with it the letter is published once on its original subject, and purge empties the stream.
+func TestReplayAndPurgeNeedTheOperator(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	seq := f.deadLetter(`{"id":"poison-1","data":{"vm":100}}`)
+	path := "/ui/deadletters/" + itoa(seq)
+
+	reader := f.client()
+	reader.login(testReadToken)
+	status, body := reader.get(path)
+	if status != http.StatusOK || strings.Contains(body, `id="replay"`) || !strings.Contains(body, "poison-1") {
+		t.Fatalf("dead letter as reader: status %d, replay button %v", status, strings.Contains(body, `id="replay"`))
+	}
+	if status, _, _ := reader.do(http.MethodPost, path+"/replay", url.Values{"csrf": {csrfOf(t, body)}}); status != http.StatusForbidden {
+		t.Errorf("replay by a reader: status %d, want 403", status)
+	}
+
+	op := f.client()
+	op.login(testOperatorToken)
+	if status, _, _ := op.do(http.MethodPost, path+"/replay", url.Values{}); status != http.StatusForbidden {
+		t.Errorf("replay without a CSRF token: status %d, want 403", status)
+	}
+	status, confirm := op.get(path + "/replay")
+	if status != http.StatusOK || !strings.Contains(confirm, `id="confirm"`) {
+		t.Fatalf("replay confirmation page: status %d", status)
+	}
+	status, done, _ := op.do(http.MethodPost, path+"/replay", url.Values{"csrf": {csrfOf(t, confirm)}})
+	if status != http.StatusOK || !strings.Contains(done, `id="replayed"`) || !strings.Contains(done, "poison-1-replay-"+itoa(seq)) {
+		t.Fatalf("confirmed replay: status %d, replayed shown %v", status, strings.Contains(done, `id="replayed"`))
+	}
+	if n := streamMsgs(t, f.js, f.s.CommandsStream()); n != 1 {
+		t.Errorf("commands stream holds %d messages after the replay, want 1", n)
+	}
+	if status, _, _ := op.do(http.MethodPost, path+"/replay", url.Values{"csrf": {csrfOf(t, confirm)}}); status != http.StatusOK {
+		t.Errorf("second replay: status %d", status)
+	}
+	if n := streamMsgs(t, f.js, f.s.CommandsStream()); n != 1 {
+		t.Errorf("commands stream holds %d messages after a second replay, want still 1", n)
+	}
+
+	if status, _, _ := reader.do(http.MethodPost, "/ui/deadletters/purge", url.Values{"before": {time.Now().Add(time.Minute).Format(time.RFC3339Nano)}}); status != http.StatusForbidden {
+		t.Errorf("purge by a reader: status %d, want 403", status)
+	}
+	status, confirm = op.get("/ui/deadletters/purge")
+	if status != http.StatusOK || !strings.Contains(confirm, "Purge all 1 dead letters?") {
+		t.Fatalf("purge confirmation: status %d", status)
+	}
+	before := regexp.MustCompile(`name="before" value="([^"]+)"`).FindStringSubmatch(confirm)
+	if before == nil {
+		t.Fatal("the purge form has no before field")
+	}
+	if status, _, _ := op.do(http.MethodPost, "/ui/deadletters/purge", url.Values{"csrf": {csrfOf(t, confirm)}, "before": {before[1]}}); status != http.StatusOK {
+		t.Errorf("confirmed purge: status %d", status)
+	}
+	if letters, err := deadletter.List(context.Background(), f.js, f.s, 0); err != nil || len(letters) != 0 {
+		t.Errorf("after the purge: %d letters, %v", len(letters), err)
+	}
+}
+
+func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+func streamMsgs(t *testing.T, js jetstream.JetStream, name string) uint64 {
+	t.Helper()
+	st, err := js.Stream(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// sse reads a live stream, sending each event's name and data to the returned channel until
+// the test ends.
+func sse(t *testing.T, c *client, path string) <-chan [2]string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	for k, v := range c.header {
+		req.Header[k] = v
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("GET %s: status %d, type %q", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan [2]string, 100)
+	go func() {
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(nil, 16<<20)
+		var name string
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				select {
+				case out <- [2]string{name, strings.TrimPrefix(line, "data: ")}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// next waits for the next event of ch whose data contains want.
+func next(t *testing.T, ch <-chan [2]string, name, want string) string {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if ev[0] == name && strings.Contains(ev[1], want) {
+				return ev[1]
+			}
+		case <-timeout:
+			t.Fatalf("no %q event containing %q", name, want)
+		}
+	}
+}
+
+// TestLiveList: a command published after the list page was rendered arrives on its live
+// stream as a row, and a row leaving the page's filter is removed.
+func TestLiveList(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	_, page := c.get("/ui/commands?status=running")
+	live := regexp.MustCompile(`data-live="([^"]+)"`).FindStringSubmatch(page)
+	if live == nil {
+		t.Fatal("the list page names no live stream")
+	}
+	ch := sse(t, c, strings.ReplaceAll(live[1], "&amp;", "&"))
+	f.publish("late-1", "vm.start", events.Step{Seq: 1, Step: "start_vm", Status: events.StepStarted, Attempt: 1})
+	next(t, ch, "rows", `"id":"c-late-1","html"`)
+	f.publish("late-1", "vm.start", events.Result{Status: 200, Result: "started"})
+	next(t, ch, "rows", `{"id":"c-late-1","remove":true}`)
+}
+
+// TestLiveCommand: a running command's page streams its detail as it changes and ends the
+// stream with "done" once the result is in.
+func TestLiveCommand(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	f.publish("run-1", "vm.start", events.Step{Seq: 1, Step: "start_vm", Status: events.StepStarted, Attempt: 1})
+	deadline := time.Now().Add(10 * time.Second)
+	for _, ok := f.c.ix.Get("run-1"); !ok && time.Now().Before(deadline); _, ok = f.c.ix.Get("run-1") {
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, page := c.get("/ui/commands/run-1")
+	if !strings.Contains(page, `data-live="/ui/live/commands/run-1"`) {
+		t.Fatal("a running command's page has no live stream")
+	}
+	ch := sse(t, c, "/ui/live/commands/run-1")
+	next(t, ch, "html", "start_vm")
+	f.publish("run-1", "vm.start", events.Step{Seq: 2, Step: "start_vm", Status: events.StepDone, Attempt: 1})
+	f.publish("run-1", "vm.start", events.Result{Status: 200, Result: "started"})
+	next(t, ch, "html", `id=\"result\"`)
+	next(t, ch, "done", "")
+	if _, page := c.get("/ui/commands/run-1"); strings.Contains(page, `data-live="/ui`) {
+		t.Error("a finished command's page still listens for updates")
+	}
+}
+
+// TestNeverShowsASecret: a configured secret that reached an event or a dead letter in a
+// form no name-based redaction catches is still cut from every page and live update.
+func TestNeverShowsASecret(t *testing.T) {
+	t.Parallel()
+	const canary = "CANARY-console-9f3b2e71"
+	f := newFixture(t, Config{Access: tokens, Secrets: []string{canary}})
+	f.publish("leaky", "vm.start", events.Step{Seq: 1, Step: "start_vm", Status: events.StepError, Attempt: 1, Detail: "GET https://pve:" + canary + "@pve1/ refused"})
+	f.publish("leaky", "vm.start", events.Result{Status: 502, Result: "failed", Detail: "upstream said " + canary, Output: []byte(`{"note":"` + canary + `"}`)})
+	f.held("leaky")
+	seq := f.deadLetter(`{"id":"poison-1","note":"` + canary + `"}`)
+	c := f.client("Authorization", "Bearer "+testOperatorToken)
+	var all strings.Builder
+	for _, p := range []string{"/ui/commands", "/ui/commands/leaky", "/ui/deadletters", "/ui/deadletters/" + itoa(seq), "/ui/deadletters/" + itoa(seq) + "/replay", "/ui/replicas"} {
+		status, body := c.get(p)
+		if status != http.StatusOK {
+			t.Errorf("GET %s: status %d", p, status)
+		}
+		all.WriteString(body)
+	}
+	all.WriteString(next(t, sse(t, c, "/ui/live/commands"), "rows", "leaky"))
+	all.WriteString(next(t, sse(t, c, "/ui/live/commands/leaky"), "html", "leaky"))
+	if !strings.Contains(all.String(), "upstream said") || !strings.Contains(all.String(), "poison-1") {
+		t.Fatal("the pages do not show the events: the scan would prove nothing")
+	}
+	if i := strings.Index(all.String(), canary); i >= 0 {
+		t.Errorf("the secret is shown: …%s…", all.String()[max(0, i-80):i+len(canary)])
+	}
+}
+
+// TestStorePages: pending journal repairs and approvals are listed from the store.
+func TestStorePages(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	st, err := store.New(r.Client, store.Options{Prefix: r.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := st.SaveRepair(ctx, store.Repair{Command: store.CommandKey{Source: "/test", ID: "fix-me"}, EndpointID: 1, JournalID: 17,
+		JournalURL: "http://netbox.example/api/extras/journal-entries/17/", Kind: "success", Verb: "vm.start", LastError: "NetBox answered 503"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.RequestApproval(ctx, store.Approval{Command: store.CommandKey{Source: "/test", ID: "delete-me"}, Verb: "vm.delete",
+		EndpointID: 1, Requester: "alice", Summary: "guest 100 on pve1"}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, Config{Access: tokens, Store: st})
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	if status, body := c.get("/ui/repairs"); status != http.StatusOK || !strings.Contains(body, "fix-me") || !strings.Contains(body, "NetBox answered 503") {
+		t.Errorf("repairs page: status %d, repair shown %v", status, strings.Contains(body, "fix-me"))
+	}
+	if status, body := c.get("/ui/approvals"); status != http.StatusOK || !strings.Contains(body, "delete-me") || !strings.Contains(body, "guest 100 on pve1") {
+		t.Errorf("approvals page: status %d, approval shown %v", status, strings.Contains(body, "delete-me"))
+	}
+	noStore := newFixture(t, Config{Access: tokens})
+	if status, _ := noStore.client("Authorization", "Bearer "+testReadToken).get("/ui/repairs"); status != http.StatusServiceUnavailable {
+		t.Errorf("repairs without a store: status %d, want 503", status)
+	}
+}
+
+// TestSecurityHeaders: every response, a refusal included, carries the strict CSP and is
+// not to be cached or framed.
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	for _, c := range []*client{f.client(), f.client("Authorization", "Bearer "+testReadToken)} {
+		for _, p := range []string{"/ui/commands", "/ui/login", "/ui/static/console.js"} {
+			_, _, h := c.do(http.MethodGet, p, nil)
+			if h.Get("Content-Security-Policy") != contentSecurityPolicy || h.Get("X-Frame-Options") != "DENY" || h.Get("Cache-Control") != "no-store" {
+				t.Errorf("GET %s: headers %v", p, h)
+			}
+		}
+	}
+	if !strings.Contains(contentSecurityPolicy, "script-src 'self'") || strings.Contains(contentSecurityPolicy, "unsafe") {
+		t.Errorf("the CSP is not strict: %s", contentSecurityPolicy)
+	}
+}
+
+// TestAnonymousLoopback: with anonymous loopback access (dev) a request from loopback is an
+// operator without a token; one from elsewhere still gets 401.
+func TestAnonymousLoopback(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: Access{AnonymousLoopback: true}})
+	if status, body := f.client().get("/ui/commands"); status != http.StatusOK || !strings.Contains(body, "anonymous, loopback") {
+		t.Errorf("from loopback: status %d", status)
+	}
+	r := httptest.NewRequest(http.MethodGet, "/ui/commands", nil)
+	r.RemoteAddr = "198.51.100.7:40000"
+	w := httptest.NewRecorder()
+	f.c.Handler().ServeHTTP(w, r)
+	if w.Code != http.StatusUnauthorized {
+		t.Errorf("from elsewhere: status %d, want 401", w.Code)
+	}
+}
+
+// TestNobodyGetsInWithoutATokenOrDev: a console with no token says how to configure one.
+func TestNobodyGetsInWithoutATokenOrDev(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	status, body := f.client().get("/ui/commands")
+	if status != http.StatusUnauthorized || !strings.Contains(body, "--ui-token-file") {
+		t.Errorf("status %d; the page does not name --ui-token-file", status)
+	}
+}

@@ -1,0 +1,180 @@
+package console
+
+import (
+	"time"
+
+	"testing"
+
+	"github.com/proxbus/proxbus/events"
+)
+
+// TestIndexFollowsACommand pins how a command's state follows its events: running while its
+// steps run, waiting while its newest step waits, then succeeded or failed by its result's
+// status; its actor, endpoint, verb and replica come from its events.
+func TestIndexFollowsACommand(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	applyAll(ix, step(t, "a", 1, "claim", events.StepWaiting, 0))
+	c, ok := ix.Get("a")
+	if !ok || c.State() != StateWaiting {
+		t.Fatalf("after a waiting step: ok=%v state=%q, want waiting", ok, c.State())
+	}
+	applyAll(ix, step(t, "a", 2, "start_vm", events.StepStarted, 10))
+	if c, _ := ix.Get("a"); c.State() != StateRunning || c.Current() != "start_vm started" {
+		t.Fatalf("after a started step: state=%q current=%q", c.State(), c.Current())
+	}
+	applyAll(ix, step(t, "a", 3, "start_vm", events.StepDone, 30), result(t, "a", 200, "started", false, 31))
+	c, _ = ix.Get("a")
+	if c.State() != StateSucceeded || c.Result == nil || c.Result.Result != "started" {
+		t.Fatalf("after the result: state=%q result=%+v", c.State(), c.Result)
+	}
+	if c.Actor != "alice" || c.EndpointID == nil || *c.EndpointID != 1 || c.Verb != "vm.start" || c.Instance != "r1" {
+		t.Errorf("command facts: actor %q endpoint %v verb %q instance %q", c.Actor, c.EndpointID, c.Verb, c.Instance)
+	}
+	if got := c.Duration(t0.Add(9 * time.Second)); got.Milliseconds() != 31 {
+		t.Errorf("duration of a finished command = %v, want 31ms (to its result, not to now)", got)
+	}
+	applyAll(ix, result(t, "b", 503, "failed", false, 40))
+	if c, _ := ix.Get("b"); c.State() != StateFailed {
+		t.Errorf("a 503 result lists as %q, want failed", c.State())
+	}
+}
+
+// TestIndexKeepsTheFirstHandResult: a replay (a duplicate answered from the record) is
+// counted and never replaces the first-hand result; a replay seen first stands in for a
+// first-hand result older than the history until that arrives.
+func TestIndexKeepsTheFirstHandResult(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	applyAll(ix, result(t, "a", 201, "created", false, 0), result(t, "a", 201, "created", true, 5))
+	c, _ := ix.Get("a")
+	if c.Result.Replayed || c.Replays != 1 {
+		t.Errorf("after first-hand then replay: replayed=%v replays=%d", c.Result.Replayed, c.Replays)
+	}
+	applyAll(ix, result(t, "b", 201, "created", true, 0), result(t, "b", 201, "created", false, 5))
+	c, _ = ix.Get("b")
+	if c.Result.Replayed {
+		t.Error("the first-hand result did not replace the replay seen before it")
+	}
+}
+
+// TestIndexEvictsTheOldest: the index holds the newest limit commands; older ones are gone
+// from lookups and lists, and a journal event of a command older than the history is dropped.
+func TestIndexEvictsTheOldest(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(3)
+	for i, id := range []string{"c1", "c2", "c3", "c4", "c5"} {
+		applyAll(ix, step(t, id, 1, "claim", events.StepStarted, i))
+	}
+	if ix.Len() != 3 {
+		t.Fatalf("Len = %d, want 3", ix.Len())
+	}
+	if _, ok := ix.Get("c2"); ok {
+		t.Error("c2 is still held beyond the limit")
+	}
+	rows, total := ix.List(Filter{}, 10)
+	if total != 3 || len(rows) != 3 || rows[0].ID != "c5" || rows[2].ID != "c3" {
+		t.Errorf("List = %d rows of %d, first %q last %q; want c5 … c3", len(rows), total, rows[0].ID, rows[len(rows)-1].ID)
+	}
+	applyAll(ix, emit(t, "r1", "c1", "vm.start", t0, events.JournalRepaired{JournalEntryURL: "http://nb/1", RepairedBy: events.RepairedByRepairer}))
+	if _, ok := ix.Get("c1"); ok {
+		t.Error("a journal event brought back a command older than the history")
+	}
+}
+
+// TestIndexIgnoresWhatIsNotACommandEvent: an event at or below the newest sequence applied
+// (an ordered consumer's redelivery after a reset) and an event of another type change
+// nothing.
+func TestIndexIgnoresWhatIsNotACommandEvent(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	ix.apply(5, step(t, "a", 1, "claim", events.StepStarted, 0))
+	v := ix.Version()
+	ix.apply(5, step(t, "a", 2, "claim", events.StepDone, 1))
+	ix.apply(4, step(t, "a", 2, "claim", events.StepDone, 1))
+	other := step(t, "a", 2, "claim", events.StepDone, 1)
+	other.Type = "com.example.other"
+	ix.apply(6, other)
+	if ix.Version() != v {
+		t.Errorf("version moved from %d to %d on events that must be ignored", v, ix.Version())
+	}
+	if c, _ := ix.Get("a"); len(c.Steps) != 1 {
+		t.Errorf("steps = %d, want 1", len(c.Steps))
+	}
+}
+
+// TestIndexOrdersStepsBySeq: steps are kept in seq order whatever order they arrive in.
+func TestIndexOrdersStepsBySeq(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	applyAll(ix, step(t, "a", 2, "claim", events.StepDone, 2), step(t, "a", 1, "claim", events.StepStarted, 1), step(t, "a", 3, "x", events.StepStarted, 3))
+	c, _ := ix.Get("a")
+	for i, s := range c.Steps {
+		if s.Seq != i+1 {
+			t.Fatalf("steps out of order: %+v", c.Steps)
+		}
+	}
+}
+
+// TestFilter pins each field of the list's filter.
+func TestFilter(t *testing.T) {
+	t.Parallel()
+	ep := int64(2)
+	c := Command{Ref: "h0123", ID: "job-42", Verb: "vm.stop", Actor: "bob", EndpointID: &ep,
+		Result: &events.Result{Status: 409, Result: "refused"}}
+	tests := []struct {
+		f    Filter
+		want bool
+	}{
+		{Filter{}, true},
+		{Filter{Verb: "vm.stop"}, true},
+		{Filter{Verb: "vm.start"}, false},
+		{Filter{State: StateFailed}, true},
+		{Filter{State: StateSucceeded}, false},
+		{Filter{Actor: "bob"}, true},
+		{Filter{Actor: "bo"}, false},
+		{Filter{Endpoint: "2"}, true},
+		{Filter{Endpoint: "1"}, false},
+		{Filter{Query: "b-4"}, true},
+		{Filter{Query: "h01"}, true},
+		{Filter{Query: "nope"}, false},
+		{Filter{Verb: "vm.stop", Actor: "alice"}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.f.Match(&c); got != tt.want {
+			t.Errorf("%+v.Match = %v, want %v", tt.f, got, tt.want)
+		}
+	}
+	if (Filter{Endpoint: "1"}).Match(&Command{}) {
+		t.Error("an endpoint filter matched a command without an endpoint")
+	}
+}
+
+// TestReplicasInFlight: a replica's in-flight count is the commands without a result whose
+// newest event it published; the list is most recently active first.
+func TestReplicasInFlight(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	applyAll(ix,
+		emit(t, "r1", "a", "vm.start", t0, events.Step{Seq: 1, Step: "claim", Status: events.StepStarted, Attempt: 1, At: t0}),
+		emit(t, "r2", "b", "vm.start", t0.Add(time.Second), events.Step{Seq: 1, Step: "claim", Status: events.StepStarted, Attempt: 1, At: t0.Add(time.Second)}),
+		emit(t, "r2", "c", "vm.start", t0.Add(2*time.Second), events.Result{Status: 200, Result: "started"}),
+	)
+	reps := ix.Replicas()
+	if len(reps) != 2 || reps[0].Instance != "r2" || reps[0].InFlight != 1 || reps[0].Events != 2 || reps[1].InFlight != 1 {
+		t.Errorf("replicas = %+v", reps)
+	}
+}
+
+// TestChangedSince returns just the commands changed after a version.
+func TestChangedSince(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	applyAll(ix, step(t, "a", 1, "claim", events.StepStarted, 0), step(t, "b", 1, "claim", events.StepStarted, 1))
+	v := ix.Version()
+	applyAll(ix, step(t, "a", 2, "claim", events.StepDone, 2))
+	got, now := ix.ChangedSince(v, Filter{}, 10)
+	if len(got) != 1 || got[0].ID != "a" || now != ix.Version() {
+		t.Errorf("ChangedSince = %d commands (%v), version %d", len(got), got, now)
+	}
+}
