@@ -27,6 +27,9 @@ func (c *Console) serveLive(w http.ResponseWriter, r *http.Request, since uint64
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no") // nginx: do not buffer the stream
 	w.WriteHeader(http.StatusOK)
+	if rc.Flush() != nil { // the headers now: the browser's EventSource opens at once
+		return
+	}
 	send := func(name string, data any) error {
 		b, err := json.Marshal(data)
 		if err != nil {

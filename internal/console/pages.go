@@ -229,8 +229,10 @@ type deadLetterData struct {
 	L       deadletter.DeadLetter
 	Headers [][2]string
 	Body    string
-	// Replayed is the replay just made, on the page the replay redirects to.
-	Replayed string
+	// JustReplayed is set on the page a replay redirects to; Replayed is that replay (its
+	// command id is "" when the letter had none readable).
+	JustReplayed bool
+	Replayed     deadletter.ReplayRecord
 }
 
 // seqOf reads the {seq} path value.
@@ -262,7 +264,10 @@ func (c *Console) deadLetterPage(w http.ResponseWriter, r *http.Request, s sessi
 	if !ok {
 		return
 	}
-	d := deadLetterData{L: l, Body: bodyText(l.Data), Replayed: r.URL.Query().Get("replayed")}
+	q := r.URL.Query()
+	d := deadLetterData{L: l, Body: bodyText(l.Data), JustReplayed: q.Has("replayed"),
+		Replayed: deadletter.ReplayRecord{CommandID: q.Get("replayed"), CommandSource: q.Get("source")}}
+	d.Replayed.CommandSeq, _ = strconv.ParseUint(q.Get("seq"), 10, 64)
 	for k, vs := range l.Header {
 		for _, v := range vs {
 			d.Headers = append(d.Headers, [2]string{k, v})
@@ -312,7 +317,8 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request, s session) {
 		c.log.Warn("console: replayed, but the replay marker was not stored", "dead_letter_seq", seq, "err", err)
 	}
 	c.log.Info("console: dead letter replayed", "dead_letter_seq", seq, "command_id", rec.CommandID, "via", s.via)
-	http.Redirect(w, r, fmt.Sprintf("%s/deadletters/%d?replayed=%s", Path, seq, url.QueryEscape(rec.CommandID)), http.StatusSeeOther)
+	back := url.Values{"replayed": {rec.CommandID}, "source": {rec.CommandSource}, "seq": {strconv.FormatUint(rec.CommandSeq, 10)}}
+	http.Redirect(w, r, fmt.Sprintf("%s/deadletters/%d?%s", Path, seq, back.Encode()), http.StatusSeeOther)
 }
 
 func (c *Console) purgeConfirm(w http.ResponseWriter, r *http.Request, s session) {
@@ -391,6 +397,7 @@ func (c *Console) funcs() template.FuncMap {
 		"pct":      func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 		"progress": progressText,
 		"cmdURL":   func(ref string) string { return Path + "/commands/" + url.PathEscape(ref) },
+		"refOf":    events.Ref,
 		"rowID":    func(ref string) string { return "c-" + ref },
 		"now":      func() time.Time { return c.cfg.Now() },
 		"add":      func(a, b int) int { return a + b },
