@@ -55,9 +55,22 @@ func onGuest[In any](s Spec[In], ref func(*In) *GuestRef) Spec[In] {
 	return s
 }
 
-// locateGuest resolves the reference through the cluster's resources.
+// locateGuest resolves the reference through one read of the cluster's resources: the
+// guest's Status is theirs (a paused VM is "running"), which is all a verb needs before it
+// holds the guest; the power operations and vm.delete read the live status themselves once
+// they do.
 func locateGuest(ctx context.Context, c *proxmox.Client, ref GuestRef) (GuestRef, error) {
-	g, err := c.ResolveGuest(ctx, ref.VM)
+	return findGuest(ctx, c.LocateGuest, ref)
+}
+
+// resolveGuest is locateGuest that also reads a running VM's live status (paused, or
+// stopped since the cluster's resources last heard of it), for a verb that decides from it.
+func resolveGuest(ctx context.Context, c *proxmox.Client, ref GuestRef) (GuestRef, error) {
+	return findGuest(ctx, c.ResolveGuest, ref)
+}
+
+func findGuest(ctx context.Context, find func(context.Context, string) (proxmox.Guest, error), ref GuestRef) (GuestRef, error) {
+	g, err := find(ctx, ref.VM)
 	if err != nil {
 		return ref, err
 	}

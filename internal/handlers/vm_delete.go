@@ -103,7 +103,8 @@ func refVMID(ref string) (int64, bool) {
 
 // dispatchDelete reads the guest again now that the command holds it (it may have changed
 // while the command waited), refuses before any write what PVE would refuse (protection, a
-// running guest without stop_first), hard-stops it when asked, and destroys it.
+// running guest without stop_first), hard-stops it when asked (from the status just read: the
+// stop reads none of its own), and destroys it.
 func dispatchDelete(ctx context.Context, x *Exec, in DeleteInput) (Outcome, error) {
 	vmid := strconv.FormatInt(in.guest.VMID, 10)
 	if in.absent {
@@ -133,7 +134,7 @@ func dispatchDelete(ctx context.Context, x *Exec, in DeleteInput) (Outcome, erro
 		var stop proxmox.TaskResult
 		_, err := x.Write(ctx, stepStopVM, "a hard stop before the delete (stop_first)", func(ctx context.Context) (Sent, error) {
 			var err error
-			stop, err = x.Proxmox.Stop(ctx, g, true)
+			stop, err = x.Proxmox.StopKnown(ctx, g, true) // g's status was read just above
 			if stop.NoOp {
 				return Sent{Skipped: "already stopped"}, err
 			}

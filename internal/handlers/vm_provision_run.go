@@ -122,6 +122,27 @@ type provision struct {
 	// err is a write's error that is not an outcome (a lost answer, Proxmox unavailable
 	// after the first write): the pipeline confirms the provisioning by reading.
 	err error
+	// config is the new VM's configuration as the first step that needed it read it (see
+	// vmConfig); nil until then.
+	config map[string]string
+}
+
+// vmConfig is the new VM's configuration, read once (GET …/config) by the first step that
+// needs it and reused by the later ones: relocate_disk, configure_cloud_init and resize_disk
+// read from it only what the writes in between leave as they are — the device keys and boot
+// order, the NICs and the Cloud-Init drive. A disk move changes a disk's volume (and adds an
+// unused entry), the configuration update adds a Cloud-Init drive (never a disk, never in the
+// boot order) and NICs; neither changes which disk boots.
+func (p *provision) vmConfig(ctx context.Context) (map[string]string, error) {
+	if p.config != nil {
+		return p.config, nil
+	}
+	raw, err := p.x.Proxmox.RawVMConfig(ctx, p.in.TargetNode, p.in.NewVMID)
+	if err != nil {
+		return nil, err
+	}
+	p.config = raw
+	return raw, nil
 }
 
 func dispatchProvision(ctx context.Context, x *Exec, in ProvisionInput) (Outcome, error) {
@@ -292,7 +313,7 @@ func (p *provision) relocate(ctx context.Context) *Outcome {
 		return &out
 	}
 	p.step(ctx, stepRelocateDisk, events.StepStarted, "", "")
-	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.TargetNode, in.NewVMID)
+	raw, err := p.vmConfig(ctx)
 	if err != nil {
 		return refuse("the new VM's configuration could not be read")
 	}
@@ -339,7 +360,7 @@ func (p *provision) configure(ctx context.Context) *Outcome {
 		out := p.fail(Outcome{Status: 502, Result: ResultFailed, Reason: ReasonConfigReadFailed, Detail: detail})
 		return &out
 	}
-	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.TargetNode, in.NewVMID)
+	raw, err := p.vmConfig(ctx)
 	if err != nil {
 		return refuse("the new VM's configuration could not be read")
 	}
@@ -492,7 +513,7 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 		p.step(ctx, stepResizeDisk, events.StepSkipped, "", "")
 		return nil
 	}
-	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.TargetNode, in.NewVMID)
+	raw, err := p.vmConfig(ctx)
 	var disk string
 	if err == nil {
 		if cfg, perr := guestconfig.Parse(string(proxmox.GuestQEMU), raw, in.TargetNode, in.NewVMID); perr == nil {
@@ -538,7 +559,9 @@ func (p *provision) start(ctx context.Context) *Outcome {
 		return nil
 	}
 	upid, err := p.write(ctx, stepStartVM, "", func(ctx context.Context) (string, error) {
-		res, err := p.x.Proxmox.Start(ctx, proxmox.Guest{VMID: in.NewVMID, Name: in.NewName, Node: in.TargetNode, Type: proxmox.GuestQEMU})
+		// the VM this command has just created is stopped: no status read before the start
+		res, err := p.x.Proxmox.StartKnown(ctx, proxmox.Guest{VMID: in.NewVMID, Name: in.NewName, Node: in.TargetNode,
+			Type: proxmox.GuestQEMU, Status: proxmox.StatusStopped})
 		return lastUPID(res.UPIDs), err
 	})
 	p.out.StartUPID = upid

@@ -28,12 +28,18 @@ var snapshotNamePattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,39}$`)
 // reservedSnapshot is Proxmox's pseudo-snapshot of the running state.
 const reservedSnapshot = "current"
 
-// locateSnapshot refuses the reserved name before any request, then resolves the guest.
+// locateSnapshot refuses the reserved name before any request, then resolves the guest. A
+// create with include_memory reads a running VM's live status too: judgeCreate tells from it
+// whether an existing snapshot without RAM is the one a create would make now.
 func locateSnapshot(ctx context.Context, c *proxmox.Client, in SnapshotInput) (SnapshotInput, error) {
 	if in.Snapshot == reservedSnapshot {
 		return in, proxmox.ErrReservedSnapshotName
 	}
-	ref, err := locateGuest(ctx, c, in.GuestRef)
+	find := locateGuest
+	if in.IncludeMemory {
+		find = resolveGuest
+	}
+	ref, err := find(ctx, c, in.GuestRef)
 	in.GuestRef = ref
 	return in, err
 }

@@ -30,13 +30,14 @@ const (
 	StatusPaused  = "paused" // QEMU only: the process runs, the VM is paused (qmpstatus)
 )
 
-// Guest is one QEMU VM or LXC container as resolved by [Client.ResolveGuest].
+// Guest is one QEMU VM or LXC container as found by [Client.LocateGuest] or
+// [Client.ResolveGuest].
 type Guest struct {
 	VMID     int64
 	Name     string
 	Node     string    // node the guest is on
 	Type     GuestType // GuestQEMU or GuestLXC
-	Status   string    // running, stopped, paused (QEMU qmpstatus) or unknown, when resolved
+	Status   string    // running, stopped, paused (QEMU qmpstatus, ResolveGuest only) or unknown
 	Template bool
 }
 
@@ -68,13 +69,33 @@ func (g Guest) check() error {
 	return nil
 }
 
-// ResolveGuest finds a QEMU VM or LXC container through GET /cluster/resources?type=vm.
-// ref is a vmid when it is all digits ("100"), else a guest name (exact match). For a
-// running QEMU VM it also reads GET .../status/current so that a paused VM has Status
-// "paused". Errors: no match → [ErrVMNotFound]; a name matching several guests →
+// ResolveGuest finds a QEMU VM or LXC container as [Client.LocateGuest] does and, for a
+// running QEMU VM, also reads GET .../status/current, so that its Status is the node's live
+// one: "paused" for a paused VM, "stopped" for one stopped since /cluster/resources last
+// heard of it. Errors: those of LocateGuest, or the status read's.
+func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
+	g, err := c.LocateGuest(ctx, ref)
+	if err != nil {
+		return Guest{}, err
+	}
+	if g.Type == GuestQEMU && g.Status == StatusRunning {
+		st, err := c.guestStatus(ctx, g)
+		if err != nil {
+			return Guest{}, err
+		}
+		g.Status = st
+	}
+	return g, nil
+}
+
+// LocateGuest finds a QEMU VM or LXC container through one GET /cluster/resources?type=vm.
+// ref is a vmid when it is all digits ("100"), else a guest name (exact match). Status is
+// the one /cluster/resources reports: a paused VM is "running" there, and the status may lag
+// the node's by the status daemon's interval; use [Client.ResolveGuest] where the live status
+// matters. Errors: no match → [ErrVMNotFound]; a name matching several guests →
 // [ErrVMAmbiguous]; both as a *[GuestLookupError] saying where it looked and what matched;
 // otherwise the request's error (see the package doc).
-func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
+func (c *Client) LocateGuest(ctx context.Context, ref string) (Guest, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
 		return Guest{}, fmt.Errorf("%w: empty reference", ErrVMNotFound)
@@ -97,22 +118,14 @@ func (c *Client) ResolveGuest(ctx context.Context, ref string) (Guest, error) {
 	if len(found) != 1 {
 		return Guest{}, lookupError(ref, byID, res, found)
 	}
-	g := found[0]
-	if g.Type == GuestQEMU && g.Status == StatusRunning {
-		st, err := c.guestStatus(ctx, g)
-		if err != nil {
-			return Guest{}, err
-		}
-		g.Status = st
-	}
-	return g, nil
+	return found[0], nil
 }
 
-// GuestLookupError is a [Client.ResolveGuest] that found no guest or several. It says where
-// the lookup looked (the endpoint's /cluster/resources, by vmid or by exact name, and the
-// nodes that listed guests there) and, when ambiguous, the candidates ordered by vmid.
-// errors.Is matches it with [ErrVMAmbiguous] when it has candidates, else [ErrVMNotFound].
-// It carries names, vmids and node names only, never a credential.
+// GuestLookupError is a [Client.LocateGuest] (or ResolveGuest) that found no guest or
+// several. It says where the lookup looked (the endpoint's /cluster/resources, by vmid or by
+// exact name, and the nodes that listed guests there) and, when ambiguous, the candidates
+// ordered by vmid. errors.Is matches it with [ErrVMAmbiguous] when it has candidates, else
+// [ErrVMNotFound]. It carries names, vmids and node names only, never a credential.
 type GuestLookupError struct {
 	Ref        string   // the reference as given (trimmed)
 	ByVMID     bool     // ref was read as a vmid; else as an exact guest name

@@ -175,3 +175,44 @@ func TestResolveGuestLookupError(t *testing.T) {
 		})
 	}
 }
+
+// TestLocateGuest pins the two lookups' cost and status: LocateGuest reads /cluster/resources
+// alone and reports its status (a paused VM is running there); ResolveGuest also reads a
+// running VM's status/current and reports the live one.
+func TestLocateGuest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		ref                   string
+		locateSt, resolveSt   string
+		locateReq, resolveReq int
+	}{
+		{ref: "web-01", locateSt: "running", resolveSt: "running", locateReq: 1, resolveReq: 2},
+		{ref: "batch-01", locateSt: "running", resolveSt: "paused", locateReq: 1, resolveReq: 2},
+		{ref: "db-01", locateSt: "stopped", resolveSt: "stopped", locateReq: 1, resolveReq: 1},
+		{ref: "ct-pve1", locateSt: "running", resolveSt: "running", locateReq: 1, resolveReq: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.ref, func(t *testing.T) {
+			t.Parallel()
+			sim, c := guestSim(t, -1)
+			for _, look := range []struct {
+				name string
+				find func() (proxmox.Guest, error)
+				st   string
+				reqs int
+			}{
+				{"LocateGuest", func() (proxmox.Guest, error) { return c.LocateGuest(testCtx(t), tt.ref) }, tt.locateSt, tt.locateReq},
+				{"ResolveGuest", func() (proxmox.Guest, error) { return c.ResolveGuest(testCtx(t), tt.ref) }, tt.resolveSt, tt.resolveReq},
+			} {
+				before := len(sim.RequestLog())
+				g, err := look.find()
+				if err != nil || g.Status != look.st {
+					t.Fatalf("%s = %+v, %v; want status %s", look.name, g, err, look.st)
+				}
+				if n := len(sim.RequestLog()) - before; n != look.reqs {
+					t.Errorf("%s sent %d requests %+v, want %d", look.name, n, sim.RequestLog()[before:], look.reqs)
+				}
+			}
+		})
+	}
+}

@@ -59,18 +59,30 @@ func (c *Client) powerTask(ctx context.Context, g Guest, action string, form url
 //
 // Errors: [ErrVMNotFound] when g is gone from its node, *TaskError, or the request's error.
 func (c *Client) Start(ctx context.Context, g Guest) (TaskResult, error) {
-	var res TaskResult
 	st, err := c.guestStatus(ctx, g)
 	if err != nil {
+		return TaskResult{}, err
+	}
+	g.Status = st
+	return c.StartKnown(ctx, g)
+}
+
+// StartKnown is [Client.Start] for a caller that knows g's status already — it has just read
+// it (g from [Client.ResolveGuest]) or has just created g, stopped: it decides from g.Status
+// and sends no GET .../status/current. A guest started by someone else meanwhile is still a
+// NoOp (PVE's "already running"). Errors: as Start's.
+func (c *Client) StartKnown(ctx context.Context, g Guest) (TaskResult, error) {
+	var res TaskResult
+	if err := g.check(); err != nil {
 		return res, err
 	}
-	switch st {
+	switch g.Status {
 	case StatusRunning:
 		return TaskResult{NoOp: true}, nil
 	case StatusPaused:
 		return res, c.powerTask(ctx, g, "resume", nil, &res)
 	}
-	err = c.powerTask(ctx, g, "start", nil, &res)
+	err := c.powerTask(ctx, g, "start", nil, &res)
 	if err != nil && matchesText(err, alreadyRunning) {
 		res.NoOp = true
 		return res, nil
@@ -85,19 +97,30 @@ func (c *Client) Start(ctx context.Context, g Guest) (TaskResult, error) {
 // (*[APIError] "VM is paused - cannot shutdown"); force stops it.
 // Errors: [ErrVMNotFound], *[TaskError], or the request's error.
 func (c *Client) Stop(ctx context.Context, g Guest, force bool) (TaskResult, error) {
-	var res TaskResult
 	st, err := c.guestStatus(ctx, g)
 	if err != nil {
+		return TaskResult{}, err
+	}
+	g.Status = st
+	return c.StopKnown(ctx, g, force)
+}
+
+// StopKnown is [Client.Stop] for a caller that has just read g's status itself (g from
+// [Client.ResolveGuest]): it decides from g.Status and sends no GET .../status/current. A
+// guest stopped meanwhile is still a NoOp (PVE's "not running"). Errors: as Stop's.
+func (c *Client) StopKnown(ctx context.Context, g Guest, force bool) (TaskResult, error) {
+	var res TaskResult
+	if err := g.check(); err != nil {
 		return res, err
 	}
-	if st == StatusStopped {
+	if g.Status == StatusStopped {
 		return TaskResult{NoOp: true}, nil
 	}
 	action := "shutdown"
 	if force {
 		action = "stop"
 	}
-	err = c.powerTask(ctx, g, action, nil, &res)
+	err := c.powerTask(ctx, g, action, nil, &res)
 	if err != nil && len(res.UPIDs) == 0 && matchesText(err, notRunning) {
 		res.NoOp = true
 		return res, nil

@@ -237,3 +237,62 @@ func TestRebootNode(t *testing.T) {
 		t.Errorf("the task on pve3 was not interrupted: %+v", sim.Tasks())
 	}
 }
+
+// TestPowerKnownStatus pins StartKnown and StopKnown: they decide from the guest's Status as
+// given and send no status read; a status that is out of date still ends as PVE's answer
+// says (a guest already running or already stopped is a NoOp).
+func TestPowerKnownStatus(t *testing.T) {
+	t.Parallel()
+	start := func(c *proxmox.Client, g proxmox.Guest) (proxmox.TaskResult, error) {
+		return c.StartKnown(testCtx(t), g)
+	}
+	stop := func(c *proxmox.Client, g proxmox.Guest) (proxmox.TaskResult, error) {
+		return c.StopKnown(testCtx(t), g, true)
+	}
+	tests := []struct {
+		name     string
+		ref      string
+		status   string // the Status the caller gives
+		op       func(c *proxmox.Client, g proxmox.Guest) (proxmox.TaskResult, error)
+		noop     bool
+		tasks    []string
+		endState string
+	}{
+		{name: "start a stopped vm", ref: "db-01", status: "stopped", op: start, tasks: []string{"qmstart"}, endState: "running"},
+		{name: "start a vm known running", ref: "web-01", status: "running", op: start, noop: true, endState: "running"},
+		{name: "start a paused vm resumes", ref: "batch-01", status: "paused", op: start, tasks: []string{"qmresume"}, endState: "running"},
+		{name: "start a running vm said stopped", ref: "web-01", status: "stopped", op: start, noop: true, tasks: []string{"qmstart"}, endState: "running"},
+		{name: "start a running ct said stopped", ref: "ct-pve1", status: "stopped", op: start, noop: true, endState: "running"},
+		{name: "stop a running vm", ref: "web-01", status: "running", op: stop, tasks: []string{"qmstop"}, endState: "stopped"},
+		{name: "stop a paused vm", ref: "batch-01", status: "paused", op: stop, tasks: []string{"qmstop"}, endState: "stopped"},
+		{name: "stop a vm known stopped", ref: "db-01", status: "stopped", op: stop, noop: true, endState: "stopped"},
+		{name: "stop a stopped ct said running", ref: "ct-pve2", status: "running", op: stop, noop: true, endState: "stopped"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			sim, c := guestSim(t, -1)
+			g, err := c.LocateGuest(testCtx(t), tt.ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Status = tt.status
+			before := len(sim.RequestLog())
+			res, err := tt.op(c, g)
+			if err != nil || res.NoOp != tt.noop {
+				t.Fatalf("res %+v, err %v; want NoOp %v", res, err, tt.noop)
+			}
+			if got := taskTypes(t, res.UPIDs); !slices.Equal(got, tt.tasks) && (len(got) != 0 || len(tt.tasks) != 0) {
+				t.Errorf("tasks = %v, want %v", got, tt.tasks)
+			}
+			for _, r := range sim.RequestLog()[before:] {
+				if strings.HasSuffix(r.Path, "/status/current") {
+					t.Errorf("a status read: %s %s", r.Method, r.Path)
+				}
+			}
+			if st, _ := sim.Guest(g.VMID); st.Status != tt.endState {
+				t.Errorf("guest afterwards = %s, want %s", st.Status, tt.endState)
+			}
+		})
+	}
+}

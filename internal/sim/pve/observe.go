@@ -10,7 +10,10 @@ import (
 // RequestRecord is one request the simulator read.
 type RequestRecord struct {
 	Method string
-	Path   string     // concrete API path below /api2/json, e.g. "/storage/pbs1"
+	Path   string // concrete API path below /api2/json, e.g. "/storage/pbs1"
+	// Route is the schema path the request was routed to, e.g. "/storage/{storage}"; "" when
+	// it matched no method proxbus uses (answered 501).
+	Route  string
 	Params url.Values // query and body parameters; sensitive values are "[redacted]"
 	Status int        // the status answered (or that would have been, when Dropped)
 	// Dropped is true when the connection was closed instead of answering.

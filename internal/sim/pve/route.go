@@ -159,7 +159,11 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIU
 	s.mu.Lock()
 	a := s.handle(r, use, ep, path, params, perr)
 	dropped := s.takeDrop(r.Method, use, path)
-	s.record(RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped})
+	rec := RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped}
+	if use != nil {
+		rec.Route = use.Path
+	}
+	s.record(rec)
 	s.mu.Unlock()
 
 	s.log.Debug("sim/pve request", "method", r.Method, "path", path, "status", a.status, "dropped", dropped)
