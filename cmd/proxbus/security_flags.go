@@ -9,6 +9,8 @@ type securityFlags struct {
 	natsTLSFirst                                            *bool
 	redisTLSCA                                              *string
 	redisTLSInsecure                                        *bool
+	redisSentinelUsername                                   *string
+	redisSentinelPassword                                   *secretFlag
 	netboxTLSCA                                             *string
 	netboxTLSInsecure                                       *bool
 }
@@ -18,6 +20,8 @@ func addSecurityFlags(fs *flagSet) *securityFlags {
 	f := addNATSSecurityFlags(fs)
 	f.redisTLSCA = fs.str("redis-tls-ca", "", "PEM file of the CAs trusted for Redis (needs a rediss:// URL)")
 	f.redisTLSInsecure = fs.boolean("redis-tls-insecure", false, "do not verify the Redis server's certificate (rediss:// only; unsafe)")
+	f.redisSentinelUsername = fs.str("redis-sentinel-username", "", "ACL user of the Redis Sentinels (redis+sentinel:// only; the URL's user is the data nodes')")
+	f.redisSentinelPassword = fs.secret("redis-sentinel-password", "password of the Redis Sentinels (redis+sentinel:// only)")
 	f.netboxTLSCA = fs.str("netbox-tls-ca", "", "PEM file of the CAs trusted for NetBox (only these)")
 	f.netboxTLSInsecure = fs.boolean("netbox-tls-insecure", false, "do not verify NetBox's certificate (unsafe)")
 	return f
@@ -36,13 +40,15 @@ func addNATSSecurityFlags(fs *flagSet) *securityFlags {
 	}
 }
 
-// security returns the settings the flags hold.
+// security returns the settings the flags hold, but for the Sentinel password, a secret
+// flag whose value the caller reads (and reports when unusable).
 func (f *securityFlags) security() app.Security {
 	return app.Security{
 		NATSCreds: valueOrZero(f.natsCreds), NATSNKey: valueOrZero(f.natsNKey), NATSTLSCA: valueOrZero(f.natsTLSCA),
 		NATSTLSCert: valueOrZero(f.natsTLSCert), NATSTLSKey: valueOrZero(f.natsTLSKey), NATSTLSFirst: valueOrZero(f.natsTLSFirst),
 		RedisTLSCA: valueOrZero(f.redisTLSCA), RedisTLSInsecure: valueOrZero(f.redisTLSInsecure),
-		NetBoxTLSCA: valueOrZero(f.netboxTLSCA), NetBoxTLSInsecure: valueOrZero(f.netboxTLSInsecure),
+		RedisSentinelUsername: valueOrZero(f.redisSentinelUsername),
+		NetBoxTLSCA:           valueOrZero(f.netboxTLSCA), NetBoxTLSInsecure: valueOrZero(f.netboxTLSInsecure),
 	}
 }
 

@@ -29,6 +29,8 @@ type serveFlags struct {
 	httpTLSCert, httpTLSKey                                       *string
 	resultTimeout                                                 *time.Duration
 	concurrency, maxAckPending, maxAttempts, streamReplicas       *int
+	redisMinReplicas                                              *int
+	redisReplicaTimeout                                           *time.Duration
 	ackWait, dedupeTTL, idemWindow, leaseTTL, commandMaxAge       *time.Duration
 	noProvision                                                   *bool
 	security                                                      *securityFlags
@@ -38,19 +40,22 @@ type serveFlags struct {
 // Ranges of serve's numeric flags, checked by [serveFlags.config]. AckWait's minimum keeps
 // the consumer's heartbeat (AckWait/3) well above a network round trip.
 const (
-	maxConcurrency    = 1024
-	maxMaxAckPending  = 1 << 20
-	maxMaxAttempts    = 100
-	minCommandMaxAge  = 10 * time.Second
-	maxStreamReplicas = 5 // the largest JetStream cluster replica count
-	minAckWait        = time.Second
-	maxAckWait        = time.Hour
-	minDedupeTTL      = time.Minute
-	minWindow         = time.Second
-	minLeaseTTL       = time.Second
-	maxLeaseTTL       = time.Hour
-	minResultTimeout  = time.Second
-	maxResultTimeout  = time.Hour
+	maxConcurrency      = 1024
+	maxMaxAckPending    = 1 << 20
+	maxMaxAttempts      = 100
+	minCommandMaxAge    = 10 * time.Second
+	maxStreamReplicas   = 5 // the largest JetStream cluster replica count
+	minAckWait          = time.Second
+	maxAckWait          = time.Hour
+	minDedupeTTL        = time.Minute
+	minWindow           = time.Second
+	minLeaseTTL         = time.Second
+	maxLeaseTTL         = time.Hour
+	minResultTimeout    = time.Second
+	maxRedisMinReplicas = 16
+	minReplicaTimeout   = 10 * time.Millisecond
+	maxReplicaTimeout   = 2 * time.Second // below go-redis's read timeout (3s): WAIT blocks the connection
+	maxResultTimeout    = time.Hour
 )
 
 func addServeFlags(fs *flagSet) *serveFlags {
@@ -67,6 +72,10 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		logFormat:      logFormat,
 		logLevel:       logLevel,
 		redisKeyPrefix: addRedisKeyPrefixFlag(fs),
+		redisMinReplicas: fs.intIn("redis-min-replicas", -1, -1, maxRedisMinReplicas,
+			"Redis replicas that must acknowledge each change of the store (WAIT) before a command acts on it; a command waits while they do not (-1: 1 with redis+sentinel:// or redis+cluster://, else 0)"),
+		redisReplicaTimeout: fs.durationIn("redis-replica-timeout", store.DefaultReplicaTimeout, minReplicaTimeout, maxReplicaTimeout,
+			"how long a change of the store waits for --redis-min-replicas acknowledgements"),
 		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz, /readyz and the web console /ui (e.g. :9090; empty: off)"),
 		httpTLSCert:    fs.str("http-tls-cert", "", "PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)"),
 		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
@@ -133,14 +142,21 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 	netboxToken, errToken := f.netboxToken.value()
 	webhookSecret, errHook := f.webhookSecret.value()
 	proxboxAPIKey, errKey := f.proxboxAPIKey.value()
+	sentinelPassword, errSentinel := f.security.redisSentinelPassword.value()
 	ui, errUI := f.console.config(false)
-	if err := f.fs.problems(errToken, errHook, errKey, errUI); err != nil {
+	minReplicas := *f.redisMinReplicas
+	if minReplicas < 0 {
+		minReplicas = app.RedisDefaultMinReplicas(*f.redisURL)
+	}
+	if err := f.fs.problems(errToken, errHook, errKey, errSentinel, errUI); err != nil {
 		return app.Config{}, err
 	}
 	h, err := logHandler(stderr, *f.logFormat, *f.logLevel)
 	if err != nil {
 		return app.Config{}, err
 	}
+	sec := f.security.security()
+	sec.RedisSentinelPassword = sentinelPassword
 	return app.Config{
 		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: netboxToken,
 		EndpointsFile: *f.endpointsFile, Instance: *f.instance,
@@ -148,9 +164,10 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 			Subjects: events.NewSubjects(*f.prefix), Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending,
 			Replicas: *f.streamReplicas, AckWait: *f.ackWait,
 		},
-		Store:       store.Options{Prefix: *f.redisKeyPrefix, DedupeTTL: *f.dedupeTTL, Window: *f.idemWindow, LeaseTTL: *f.leaseTTL},
+		Store: store.Options{Prefix: *f.redisKeyPrefix, DedupeTTL: *f.dedupeTTL, Window: *f.idemWindow, LeaseTTL: *f.leaseTTL,
+			MinReplicas: minReplicas, ReplicaTimeout: *f.redisReplicaTimeout},
 		Pipeline:    handlers.Settings{MaxAttempts: *f.maxAttempts, CommandMaxAge: *f.commandMaxAge},
-		NoProvision: *f.noProvision, LogHandler: h, Security: f.security.security(), HTTPAddr: *f.httpAddr,
+		NoProvision: *f.noProvision, LogHandler: h, Security: sec, HTTPAddr: *f.httpAddr,
 		Ingress: app.Ingress{
 			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules,
 			ProxboxAPIKey: proxboxAPIKey, ResultTimeout: *f.resultTimeout,

@@ -6,8 +6,6 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/store"
 )
@@ -15,11 +13,10 @@ import (
 // openStore opens the store at redisURL (the --redis-url value) with key prefix, for the
 // client subcommands that read or write it directly; close releases the connection.
 func openStore(redisURL, prefix string) (st *store.Store, close func() error, err error) {
-	opts, err := redis.ParseURL(redisURL)
+	rdb, err := app.RedisClient(redisURL, app.Security{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: --redis-url: %v", errUsage, err)
 	}
-	rdb := redis.NewClient(opts)
 	st, err = store.New(rdb, store.Options{Prefix: prefix})
 	if err != nil {
 		rdb.Close()

@@ -47,6 +47,9 @@ type Security struct {
 	// RedisTLSInsecure disables verification of the Redis server's certificate; it requires
 	// a rediss:// URL and excludes RedisTLSCA.
 	RedisTLSInsecure bool
+	// RedisSentinelUsername and RedisSentinelPassword authenticate to the Sentinels of a
+	// redis+sentinel:// URL (the URL's own user and password are the data nodes').
+	RedisSentinelUsername, RedisSentinelPassword string
 	// NetBoxTLSCA is a PEM file of the CAs trusted for NetBox (only these are trusted).
 	NetBoxTLSCA string
 	// NetBoxTLSInsecure disables verification of NetBox's certificate; excludes NetBoxTLSCA.
@@ -218,28 +221,150 @@ func warnIfShared(log *slog.Logger, what, path string) {
 	}
 }
 
-// RedisClient returns a client for rawURL (redis://[user:password@]host:port/db, rediss://
-// for TLS; go-redis query options allowed) with the TLS settings of s. It does not connect.
-// A CA file or insecure mode without rediss://, both together, or skip_verify in the URL are
-// refused with [config.ErrInvalid]. Errors show the URL with its password replaced, never the password.
-func RedisClient(rawURL string, s Security) (*redis.Client, error) {
+// Schemes of a Redis URL that name several servers: a Sentinel-managed primary and a Redis
+// Cluster (with "s" after "redis" for TLS).
+const (
+	schemeSentinel = "+sentinel"
+	schemeCluster  = "+cluster"
+)
+
+// RedisDefaultMinReplicas is how many replicas must acknowledge a change of the store unless
+// told otherwise: 1 for a Sentinel-managed primary or a Redis Cluster (so that a failover
+// does not forget a claim or a result a command acted on), 0 for a single Redis.
+func RedisDefaultMinReplicas(rawURL string) int {
+	scheme, _, _ := strings.Cut(rawURL, "://")
+	if strings.HasSuffix(scheme, schemeSentinel) || strings.HasSuffix(scheme, schemeCluster) {
+		return 1
+	}
+	return 0
+}
+
+// RedisClient returns a client for rawURL with the TLS and Sentinel settings of s. It does
+// not connect. rawURL is one of
+//
+//	redis://[user:password@]host:port[/db][?go-redis options]           one server (rediss:// for TLS)
+//	redis+sentinel://[user:password@]host:port,host:port,…/master[/db]  the primary Sentinel names master
+//	redis+cluster://[user:password@]host:port,host:port,…               a Redis Cluster from its seed nodes
+//
+// (rediss+sentinel:// and rediss+cluster:// for TLS to every node). The user and password are
+// those of the data nodes; a Sentinel's own are s.RedisSentinelUsername and
+// s.RedisSentinelPassword. A CA file or insecure mode without TLS, both together, skip_verify in
+// the URL, a Sentinel URL without its master name or a Sentinel setting without a Sentinel URL
+// are refused with [config.ErrInvalid]. Errors show the URL with its password replaced, never
+// the password.
+func RedisClient(rawURL string, s Security) (redis.UniversalClient, error) {
 	shown := RedactURL(rawURL)
 	if s.RedisTLSCA != "" && s.RedisTLSInsecure {
 		return nil, fmt.Errorf("%w: set only one of the Redis TLS CA file and Redis TLS insecure", config.ErrInvalid)
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: redis URL %s does not parse", config.ErrInvalid, shown)
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	if !ok {
+		return nil, fmt.Errorf("%w: redis URL %s does not parse: it needs a scheme, e.g. redis://host:6379", config.ErrInvalid, shown)
 	}
-	if u.Query().Has("skip_verify") {
+	base, topology := scheme, ""
+	for _, t := range []string{schemeSentinel, schemeCluster} {
+		if b, ok := strings.CutSuffix(scheme, t); ok {
+			base, topology = b, t
+		}
+	}
+	if base != "redis" && base != "rediss" {
+		return nil, fmt.Errorf("%w: redis URL %s: the scheme must be redis, rediss, redis+sentinel, rediss+sentinel, redis+cluster or rediss+cluster", config.ErrInvalid, shown)
+	}
+	if topology != schemeSentinel && (s.RedisSentinelUsername != "" || s.RedisSentinelPassword != "") {
+		return nil, fmt.Errorf("%w: the Redis Sentinel credentials need a redis+sentinel:// URL (got %s)", config.ErrInvalid, shown)
+	}
+	// The hosts of a list go to go-redis's own parser as its addr options.
+	userinfo, hostsAndPath, hasUser := strings.Cut(rest, "@")
+	if !hasUser {
+		userinfo, hostsAndPath = "", rest
+	}
+	hostList, tail, _ := strings.Cut(hostsAndPath, "/")
+	if topology == "" && strings.Contains(hostList, ",") {
+		return nil, fmt.Errorf("%w: redis URL %s names several servers: use redis+sentinel:// for a Sentinel-managed primary or redis+cluster:// for a Redis Cluster", config.ErrInvalid, shown)
+	}
+	if q := strings.Index(hostList, "?"); q >= 0 { // no path: the query follows the hosts
+		hostList, tail = hostList[:q], tail+hostList[q:]
+	}
+	hosts := strings.Split(hostList, ",")
+	master := ""
+	if topology == schemeSentinel {
+		path, query, _ := strings.Cut(tail, "?")
+		master, path, _ = strings.Cut(path, "/")
+		if master == "" {
+			return nil, fmt.Errorf("%w: redis URL %s names no master: redis+sentinel://host:26379,host:26379/<master name>", config.ErrInvalid, shown)
+		}
+		tail = path
+		if query != "" {
+			tail += "?" + query
+		}
+	}
+	if path, _, _ := strings.Cut(tail, "?"); topology == schemeCluster && path != "" {
+		return nil, fmt.Errorf("%w: redis URL %s: a Redis Cluster has only database 0; remove /%s", config.ErrInvalid, shown, path)
+	}
+	goURL := base + "://" + hosts[0] + "/" + tail
+	if topology == "" {
+		goURL = rawURL // go-redis parses a single server's URL as it is
+	}
+	if len(hosts) > 1 {
+		sep := "?"
+		if strings.Contains(goURL, "?") {
+			sep = "&"
+		}
+		for _, h := range hosts[1:] {
+			goURL += sep + "addr=" + url.QueryEscape(h)
+			sep = "&"
+		}
+	}
+	if u, err := url.Parse(goURL); err != nil {
+		return nil, fmt.Errorf("%w: redis URL %s does not parse", config.ErrInvalid, shown)
+	} else if u.Query().Has("skip_verify") {
 		return nil, fmt.Errorf("%w: redis URL %s: use the explicit Redis TLS insecure setting, not skip_verify", config.ErrInvalid, shown)
 	}
-	ropts, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", config.ErrInvalid, scrubError("redis URL "+shown, err, URLPasswords(rawURL)))
+	user, password := "", ""
+	if userinfo != "" {
+		ui, err := url.Parse("redis://" + userinfo + "@h")
+		if err != nil || ui.User == nil {
+			return nil, fmt.Errorf("%w: redis URL %s: its user and password do not parse", config.ErrInvalid, shown)
+		}
+		user = ui.User.Username()
+		password, _ = ui.User.Password()
+		if _, hasPass := ui.User.Password(); !hasPass {
+			user, password = "", user // redis://password@host: the password alone (AUTH password)
+		}
+	}
+	bad := func(err error) error {
+		return fmt.Errorf("%w: %w", config.ErrInvalid, scrubError("redis URL "+shown, err, URLPasswords(rawURL)))
+	}
+	var (
+		tlsConfig **tls.Config
+		client    func() redis.UniversalClient
+	)
+	switch topology {
+	case "":
+		ropts, err := redis.ParseURL(goURL)
+		if err != nil {
+			return nil, bad(err)
+		}
+		tlsConfig, client = &ropts.TLSConfig, func() redis.UniversalClient { return redis.NewClient(ropts) }
+	case schemeSentinel:
+		fopts, err := redis.ParseFailoverURL(goURL)
+		if err != nil {
+			return nil, bad(err)
+		}
+		fopts.MasterName = master
+		fopts.Username, fopts.Password = user, password
+		fopts.SentinelUsername, fopts.SentinelPassword = s.RedisSentinelUsername, s.RedisSentinelPassword
+		tlsConfig, client = &fopts.TLSConfig, func() redis.UniversalClient { return redis.NewFailoverClient(fopts) }
+	case schemeCluster:
+		copts, err := redis.ParseClusterURL(goURL)
+		if err != nil {
+			return nil, bad(err)
+		}
+		copts.Username, copts.Password = user, password
+		tlsConfig, client = &copts.TLSConfig, func() redis.UniversalClient { return redis.NewClusterClient(copts) }
 	}
 	if s.RedisTLSCA != "" || s.RedisTLSInsecure {
-		if ropts.TLSConfig == nil {
+		if *tlsConfig == nil {
 			return nil, fmt.Errorf("%w: redis URL %s: Redis TLS settings need a rediss:// URL", config.ErrInvalid, shown)
 		}
 		if s.RedisTLSCA != "" {
@@ -247,11 +372,11 @@ func RedisClient(rawURL string, s Security) (*redis.Client, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: redis tls ca: %w", config.ErrInvalid, err)
 			}
-			ropts.TLSConfig.RootCAs = pool
+			(*tlsConfig).RootCAs = pool
 		}
-		ropts.TLSConfig.InsecureSkipVerify = s.RedisTLSInsecure
+		(*tlsConfig).InsecureSkipVerify = s.RedisTLSInsecure
 	}
-	return redis.NewClient(ropts), nil
+	return client(), nil
 }
 
 // go-redis logs through one process-global logger (redis.SetLogger replaces it for every

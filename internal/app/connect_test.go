@@ -28,6 +28,7 @@ import (
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/config"
@@ -533,7 +534,7 @@ func TestRedisClientURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = rdb.Close() })
-		o := rdb.Options()
+		o := rdb.(*redis.Client).Options()
 		if o.Username != "proxbus" || o.Password != canary || o.DB != 3 || o.Addr != "127.0.0.1:6390" || o.TLSConfig != nil {
 			t.Errorf("options user=%q addr=%q db=%d tls=%v; want proxbus, 127.0.0.1:6390, 3, no TLS", o.Username, o.Addr, o.DB, o.TLSConfig != nil)
 		}
@@ -545,9 +546,45 @@ func TestRedisClientURL(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = rdb.Close() })
-		c := rdb.Options().TLSConfig
+		c := rdb.(*redis.Client).Options().TLSConfig
 		if c == nil || c.InsecureSkipVerify || c.RootCAs == nil || c.ServerName != "redis.example.net" {
 			t.Errorf("TLS config %+v; want verification against the CA for redis.example.net", c)
+		}
+	})
+	t.Run("sentinel", func(t *testing.T) {
+		t.Parallel()
+		rdb, err := app.RedisClient("rediss+sentinel://proxbus:"+canary+"@10.0.0.1:26379,10.0.0.2:26379,10.0.0.3:26379/mymaster/2?dial_timeout=3s",
+			app.Security{RedisTLSCA: p.caFile, RedisSentinelUsername: "sentinel-user", RedisSentinelPassword: canary + "s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		if _, ok := rdb.(*redis.Client); !ok {
+			t.Fatalf("client %T, want the failover *redis.Client", rdb)
+		}
+		// go-redis keeps the failover options inside; what it dials shows in its options.
+		o := rdb.(*redis.Client).Options()
+		if o.Username != "proxbus" || o.Password != canary || o.DB != 2 || o.TLSConfig == nil || o.TLSConfig.RootCAs == nil || o.DialTimeout != 3*time.Second {
+			t.Errorf("options user=%q db=%d tls=%v dial=%v", o.Username, o.DB, o.TLSConfig != nil, o.DialTimeout)
+		}
+		if !strings.HasPrefix(o.Addr, "FailoverClient:") && o.Addr != "" {
+			t.Logf("addr %q", o.Addr)
+		}
+	})
+	t.Run("cluster", func(t *testing.T) {
+		t.Parallel()
+		rdb, err := app.RedisClient("redis+cluster://proxbus:"+canary+"@10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000", app.Security{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		cc, ok := rdb.(*redis.ClusterClient)
+		if !ok {
+			t.Fatalf("client %T, want *redis.ClusterClient", rdb)
+		}
+		o := cc.Options()
+		if strings.Join(o.Addrs, ",") != "10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000" || o.Username != "proxbus" || o.Password != canary || o.TLSConfig != nil {
+			t.Errorf("cluster options addrs=%v user=%q tls=%v", o.Addrs, o.Username, o.TLSConfig != nil)
 		}
 	})
 	tests := []struct {
@@ -557,6 +594,11 @@ func TestRedisClientURL(t *testing.T) {
 		notExist bool
 		noCert   bool
 	}{
+		{name: "sentinel without master", url: "redis+sentinel://u:" + canary + "@10.0.0.1:26379,10.0.0.2:26379"},
+		{name: "sentinel password without sentinel", url: "redis://127.0.0.1:6379", sec: app.Security{RedisSentinelPassword: canary}},
+		{name: "several servers without a topology", url: "redis://u:" + canary + "@10.0.0.1:6379,10.0.0.2:6379"},
+		{name: "cluster tls settings without rediss", url: "redis+cluster://10.0.0.1:7000,10.0.0.2:7000", sec: app.Security{RedisTLSInsecure: true}},
+		{name: "cluster with a db", url: "redis+cluster://u:" + canary + "@10.0.0.1:7000/3"},
 		{name: "ca without rediss", url: "redis://127.0.0.1:6379", sec: app.Security{RedisTLSCA: p.caFile}},
 		{name: "insecure without rediss", url: "redis://127.0.0.1:6379", sec: app.Security{RedisTLSInsecure: true}},
 		{name: "ca and insecure", url: "rediss://127.0.0.1:6379", sec: app.Security{RedisTLSCA: p.caFile, RedisTLSInsecure: true}},
@@ -816,5 +858,20 @@ func TestNetBoxHTTPClientKeepsConnections(t *testing.T) {
 	}
 	if tr.MaxIdleConnsPerHost < app.NetBoxIdleConnsPerHost {
 		t.Errorf("MaxIdleConnsPerHost = %d, want at least %d", tr.MaxIdleConnsPerHost, app.NetBoxIdleConnsPerHost)
+	}
+}
+
+// TestRedisDefaultMinReplicas: a Sentinel-managed primary or a Cluster waits for one replica
+// by default; a single Redis for none.
+func TestRedisDefaultMinReplicas(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]int{
+		"redis://127.0.0.1:6379": 0, "rediss://r.example:6380/1": 0,
+		"redis+sentinel://s1:26379,s2:26379/m": 1, "rediss+sentinel://s1:26379/m": 1,
+		"redis+cluster://n1:7000,n2:7000": 1, "rediss+cluster://n1:7000": 1,
+	} {
+		if got := app.RedisDefaultMinReplicas(url); got != want {
+			t.Errorf("RedisDefaultMinReplicas(%q) = %d, want %d", url, got, want)
+		}
 	}
 }

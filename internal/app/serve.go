@@ -466,6 +466,7 @@ func (c Config) baseSecrets() []string {
 	secrets := []string{c.NetBoxToken}
 	secrets = append(secrets, URLPasswords(c.NATSURL)...)
 	secrets = append(secrets, URLPasswords(c.RedisURL)...)
+	secrets = append(secrets, c.Security.RedisSentinelPassword)
 	secrets = append(secrets, c.Console.secrets()...)
 	return append(secrets, c.Ingress.secrets()...)
 }

@@ -77,7 +77,7 @@ func (s *Store) RequestApproval(ctx context.Context, a Approval) (Approval, erro
 	if err != nil {
 		return Approval{}, fmt.Errorf("store: request approval: %w", err)
 	}
-	raw, err := s.scripts.requestApproval.Run(ctx, s.rdb, []string{s.approvalKey(a.Command), s.approvalsKey()},
+	raw, err := s.write(ctx, s.scripts.requestApproval, []string{s.approvalKey(a.Command), s.approvalsKey()},
 		data, a.Requester, a.RequestedAt.UnixMilli(), millis(s.opts.DedupeTTL), a.Command.Hash()).StringSlice()
 	if err != nil {
 		return Approval{}, fmt.Errorf("store: request approval: %w", err)
@@ -110,7 +110,7 @@ func (s *Store) Decide(ctx context.Context, c CommandKey, decision Decision, dec
 	if decision != DecisionApproved && decision != DecisionRejected {
 		return Approval{}, fmt.Errorf("%w: decision %q", ErrInvalid, decision)
 	}
-	raw, err := s.scripts.decide.Run(ctx, s.rdb, []string{s.approvalKey(c), s.approvalsKey()},
+	raw, err := s.write(ctx, s.scripts.decide, []string{s.approvalKey(c), s.approvalsKey()},
 		string(decision), decider, s.nowMillis(), c.Hash()).StringSlice()
 	if err != nil {
 		return Approval{}, fmt.Errorf("store: decide: %w", err)
@@ -137,7 +137,7 @@ func (s *Store) Decide(ctx context.Context, c CommandKey, decision Decision, dec
 // DropApproval removes the approval of c (its command expired or finished); removing an
 // absent approval is not an error.
 func (s *Store) DropApproval(ctx context.Context, c CommandKey) error {
-	if err := s.scripts.dropApproval.Run(ctx, s.rdb, []string{s.approvalKey(c), s.approvalsKey()}, c.Hash()).Err(); err != nil && !errors.Is(err, redis.Nil) {
+	if err := s.write(ctx, s.scripts.dropApproval, []string{s.approvalKey(c), s.approvalsKey()}, c.Hash()).Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("store: drop approval: %w", err)
 	}
 	return nil
@@ -145,7 +145,7 @@ func (s *Store) DropApproval(ctx context.Context, c CommandKey) error {
 
 // PendingApprovals returns the approvals still pending, oldest first.
 func (s *Store) PendingApprovals(ctx context.Context) ([]Approval, error) {
-	raw, err := s.scripts.pendingApprovals.Run(ctx, s.rdb, []string{s.approvalsKey()}, s.opts.Prefix+":approval:").Slice()
+	raw, err := s.read(ctx, s.scripts.pendingApprovals, []string{s.approvalsKey()}, s.opts.Prefix+":approval:").Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: pending approvals: %w", err)
 	}

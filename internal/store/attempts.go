@@ -26,7 +26,7 @@ func (s *Store) Failures(ctx context.Context, c CommandKey) (int, error) {
 // RecordFailure counts one more failed attempt of command c and returns the new count. The
 // count lives as long as a command identity (DedupeTTL from the last failure).
 func (s *Store) RecordFailure(ctx context.Context, c CommandKey) (int, error) {
-	n, err := s.scripts.recordFailure.Run(ctx, s.rdb, []string{s.failuresKey(c)}, millis(s.opts.DedupeTTL)).Int()
+	n, err := s.write(ctx, s.scripts.recordFailure, []string{s.failuresKey(c)}, millis(s.opts.DedupeTTL)).Int()
 	if err != nil {
 		return 0, fmt.Errorf("store: record failure: %w", err)
 	}

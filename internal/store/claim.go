@@ -160,7 +160,9 @@ type Lease struct {
 // before its journal entry); one that stopped without suspending may have begun, and one that
 // suspended after its journal entry has: the key stays IdemInFlight until the command's own
 // redelivery resumes and finishes it.
-// Errors are ErrInvalid (no owner, source or id; an invalid guard) or wrapped Redis errors.
+// Errors are ErrInvalid (no owner, source or id; an invalid guard), ErrNotReplicated (a claim
+// too few replicas acknowledged: it is given back, nothing may be done on it) or wrapped Redis
+// errors.
 func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if req.Owner == "" || req.Command.Source == "" || req.Command.ID == "" {
 		return Claim{}, fmt.Errorf("%w: claim needs an owner, a source and an id", ErrInvalid)
@@ -173,11 +175,12 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if req.Guards.Slot != nil {
 		slotMax = req.Guards.Slot.Max
 	}
-	raw, err := s.scripts.claim.Run(ctx, s.rdb, keys,
+	cmd, notReplicated := s.replicated(ctx, s.scripts.claim, keys,
 		s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
 		req.Owner, req.Fingerprint, req.Command.Hash(), req.Command.Source, req.Command.ID,
 		idx[0], idx[1], idx[2], slotMax, millis(s.lockKeyTTL()),
-	).StringSlice()
+	)
+	raw, err := cmd.StringSlice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("store: claim: %w", err)
 	}
@@ -214,7 +217,28 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if state == IdemReplay || state == IdemInFlight || state == IdemReused {
 		out.OriginalCommand = CommandKey{Source: raw[6], ID: raw[7]}
 	}
+	if notReplicated != nil { // the replicas are away: act on nothing this primary says alone
+		if state == Claimed || state == Resumed {
+			s.giveBack(ctx, out)
+		}
+		return Claim{}, fmt.Errorf("store: claim: %w", notReplicated)
+	}
 	return out, nil
+}
+
+// giveBack undoes, as far as it can, a claim that too few replicas acknowledged, so that the
+// command's redelivery claims it afresh instead of waiting for the lease to expire: a new
+// claim is released, a resumed one suspended again with the progress it had (or yielded when
+// that was unknown). Its own failure changes nothing: the lease then expires.
+func (s *Store) giveBack(ctx context.Context, c Claim) {
+	switch {
+	case c.State == Claimed:
+		_ = s.Release(ctx, c.Lease)
+	case c.ProgressKnown:
+		_ = s.Suspend(ctx, c.Lease, c.Progress)
+	default:
+		_ = s.Yield(ctx, c.Lease)
+	}
 }
 
 // validate reports ErrInvalid for a resource key without kind or id, or a slot with Max < 1.

@@ -58,6 +58,21 @@
 // Redis holds all of this in memory: run it with persistence (AOF) or replication. A Redis
 // that restarts empty forgets finished commands, keys, leases and pending repairs.
 //
-// The scripts span several keys (and a few derive a key name from a stored record), so the
-// store needs a single Redis primary (standalone or Sentinel); Redis Cluster is not supported.
+// The scripts span several keys (and a few derive a key name from a stored record), so every
+// key must be on one primary: a standalone Redis, a Sentinel-managed primary, or, on a Redis
+// Cluster, one slot: there the prefix must hold a hash tag (default "{proxbus}", so
+// "{proxbus}:cmd:…"), which puts every key, the fencing counter and the repairs and approvals
+// indexes with them, in the slot of that tag (its primary's replicas fail over as one).
+//
+// # Replication
+//
+// Redis replicates asynchronously: a primary that dies can take its newest changes with it.
+// With [Options.MinReplicas] every change is followed, on the same connection, by WAIT for
+// that many replicas; a change they do not acknowledge in time is reported as
+// [ErrNotReplicated] and the caller acts as if the store had failed (a claim is given back and
+// nothing is done on it; a result is not published until a later delivery finds it stored).
+// What remains: a change WAIT confirmed is lost only when every replica that has it is lost
+// too, or when the failover promotes a replica without it (Sentinel and Cluster promote the
+// most up-to-date replica they can reach); a change made on a primary that is then lost before
+// WAIT answers was reported as failed and is made again or resumed.
 package store

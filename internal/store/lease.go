@@ -38,7 +38,7 @@ func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
 		dispatched = "1"
 	}
 	keys, idx := s.leaseKeys(l)
-	return owned("suspend")(s.scripts.suspend.Run(ctx, s.rdb, keys,
+	return owned("suspend")(s.write(ctx, s.scripts.suspend, keys,
 		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, dispatched,
 		idx[0], idx[1], idx[2], "0").Int64())
 }
@@ -50,7 +50,7 @@ func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
 // longer hold the running record.
 func (s *Store) Yield(ctx context.Context, l Lease) error {
 	keys, idx := s.leaseKeys(l)
-	return owned("yield")(s.scripts.suspend.Run(ctx, s.rdb, keys,
+	return owned("yield")(s.write(ctx, s.scripts.suspend, keys,
 		l.Owner, l.Token, "", "", "", idx[0], idx[1], idx[2], "1").Int64())
 }
 
@@ -63,7 +63,7 @@ func (s *Store) Yield(ctx context.Context, l Lease) error {
 // dropped.
 func (s *Store) Renew(ctx context.Context, l Lease) error {
 	keys, idx := s.leaseKeys(l)
-	n, err := s.scripts.renew.Run(ctx, s.rdb, keys,
+	n, err := s.write(ctx, s.scripts.renew, keys,
 		l.Owner, l.Token, s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
 		l.Command.Hash(), idx[0], idx[1], idx[2], millis(s.lockKeyTTL())).Int64()
 	if n == 2 && err == nil {
@@ -79,7 +79,7 @@ func (s *Store) Renew(ctx context.Context, l Lease) error {
 // when another owner holds the record (its guards are still given back while l holds them).
 func (s *Store) Complete(ctx context.Context, l Lease, result []byte) error {
 	keys, idx := s.leaseKeys(l)
-	return owned("complete")(s.scripts.complete.Run(ctx, s.rdb, keys,
+	return owned("complete")(s.write(ctx, s.scripts.complete, keys,
 		l.Owner, l.Token, result, millis(s.opts.DedupeTTL), millis(s.opts.Window),
 		l.Command.Hash(), idx[0], idx[1], idx[2]).Int64())
 }
@@ -89,7 +89,7 @@ func (s *Store) Complete(ctx context.Context, l Lease, result []byte) error {
 // running under an expired lease. When the command is already done its stored result is kept
 // and nil returned; when a live lease holds it, ErrLeaseLost.
 func (s *Store) CompleteReplay(ctx context.Context, c CommandKey, result []byte) error {
-	return owned("complete replay")(s.scripts.completeReplay.Run(ctx, s.rdb, []string{s.cmdKey(c)},
+	return owned("complete replay")(s.write(ctx, s.scripts.completeReplay, []string{s.cmdKey(c)},
 		s.nowMillis(), result, millis(s.opts.DedupeTTL), c.Source, c.ID).Int64())
 }
 
@@ -99,7 +99,7 @@ func (s *Store) CompleteReplay(ctx context.Context, c CommandKey, result []byte)
 // a record another owner holds, or a done record, is left alone and ErrLeaseLost returned.
 func (s *Store) Release(ctx context.Context, l Lease) error {
 	keys, idx := s.leaseKeys(l)
-	return owned("release")(s.scripts.release.Run(ctx, s.rdb, keys,
+	return owned("release")(s.write(ctx, s.scripts.release, keys,
 		l.Owner, l.Token, l.Command.Hash(), idx[0], idx[1], idx[2]).Int64())
 }
 
@@ -154,7 +154,7 @@ func (s *Store) Record(ctx context.Context, c CommandKey) (RecordState, []byte, 
 // when c has begun, in which case nothing changes: a started command is finished, not
 // abandoned.
 func (s *Store) FinishUnstarted(ctx context.Context, c CommandKey, result []byte) (RecordState, []byte, error) {
-	vals, err := s.scripts.finishUnstarted.Run(ctx, s.rdb, []string{s.cmdKey(c)},
+	vals, err := s.write(ctx, s.scripts.finishUnstarted, []string{s.cmdKey(c)},
 		result, millis(s.opts.DedupeTTL), c.Source, c.ID).StringSlice()
 	if err != nil {
 		return Absent, nil, fmt.Errorf("store: finish unstarted: %w", err)
@@ -172,7 +172,7 @@ func (s *Store) FinishUnstarted(ctx context.Context, c CommandKey, result []byte
 // record while that record is done and still belongs to it, so later replays report the
 // repaired state. TTLs are unchanged. ErrNotFound when the command is not done.
 func (s *Store) UpdateResult(ctx context.Context, c CommandKey, result []byte) error {
-	n, err := s.scripts.updateResult.Run(ctx, s.rdb, []string{s.cmdKey(c)}, result, c.Hash()).Int64()
+	n, err := s.write(ctx, s.scripts.updateResult, []string{s.cmdKey(c)}, result, c.Hash()).Int64()
 	if err != nil {
 		return fmt.Errorf("store: update result: %w", err)
 	}

@@ -12,6 +12,8 @@ const (
 	DefaultDedupeTTL = 24 * time.Hour
 	DefaultWindow    = 60 * time.Second
 	DefaultLeaseTTL  = 30 * time.Second
+	// DefaultReplicaTimeout bounds the wait for replicas ([Options.MinReplicas]).
+	DefaultReplicaTimeout = time.Second
 )
 
 // Options configures a [Store]. The zero value of every field means its documented default
@@ -27,6 +29,12 @@ type Options struct {
 	// LeaseTTL is how long a running claim lives without renewal before another owner may take
 	// it over; default 30s.
 	LeaseTTL time.Duration
+	// MinReplicas is how many replicas must acknowledge each change of the store (Redis's
+	// WAIT, sent with the change on the same connection) before it counts as made; 0, the
+	// default, waits for none. A change they do not acknowledge within ReplicaTimeout returns
+	// an error wrapping [ErrNotReplicated] (default timeout DefaultReplicaTimeout).
+	MinReplicas    int
+	ReplicaTimeout time.Duration
 	// Now is the clock used for leases and repair schedules; default time.Now.
 	Now func() time.Time
 }
@@ -38,6 +46,7 @@ func (o Options) WithDefaults() Options {
 	config.Default(&o.DedupeTTL, DefaultDedupeTTL)
 	config.Default(&o.Window, DefaultWindow)
 	config.Default(&o.LeaseTTL, DefaultLeaseTTL)
+	config.Default(&o.ReplicaTimeout, DefaultReplicaTimeout)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -50,6 +59,8 @@ func (o Options) validate() error {
 		config.Named("DedupeTTL", o.DedupeTTL),
 		config.Named("Window", o.Window),
 		config.Named("LeaseTTL", o.LeaseTTL),
+		config.Named("ReplicaTimeout", o.ReplicaTimeout),
+		config.Named("MinReplicas", o.MinReplicas),
 	)
 }
 

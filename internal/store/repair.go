@@ -63,7 +63,7 @@ func (s *Store) SaveRepair(ctx context.Context, r Repair) error {
 	if err != nil {
 		return fmt.Errorf("store: save repair: %w", err)
 	}
-	err = s.scripts.saveRepair.Run(ctx, s.rdb, []string{s.repairKey(r.Command), s.repairsKey()},
+	err = s.write(ctx, s.scripts.saveRepair, []string{s.repairKey(r.Command), s.repairsKey()},
 		data, r.Attempts, r.LastError, next.UnixMilli(), r.Command.Hash()).Err()
 	if err != nil {
 		return fmt.Errorf("store: save repair: %w", err)
@@ -73,7 +73,7 @@ func (s *Store) SaveRepair(ctx context.Context, r Repair) error {
 
 // Repair returns the pending repair of c, or ErrNotFound.
 func (s *Store) Repair(ctx context.Context, c CommandKey) (Repair, error) {
-	raw, err := s.scripts.getRepair.Run(ctx, s.rdb, []string{s.repairKey(c), s.repairsKey()}, c.Hash()).StringSlice()
+	raw, err := s.read(ctx, s.scripts.getRepair, []string{s.repairKey(c), s.repairsKey()}, c.Hash()).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return Repair{}, fmt.Errorf("store: repair: %w", ErrNotFound)
 	}
@@ -89,7 +89,7 @@ func (s *Store) Repair(ctx context.Context, c CommandKey) (Repair, error) {
 
 // DeleteRepair removes the repair of c; deleting an absent repair is not an error.
 func (s *Store) DeleteRepair(ctx context.Context, c CommandKey) error {
-	err := s.scripts.deleteRepair.Run(ctx, s.rdb, []string{s.repairKey(c), s.repairsKey()}, c.Hash()).Err()
+	err := s.write(ctx, s.scripts.deleteRepair, []string{s.repairKey(c), s.repairsKey()}, c.Hash()).Err()
 	if err != nil {
 		return fmt.Errorf("store: delete repair: %w", err)
 	}
@@ -98,7 +98,7 @@ func (s *Store) DeleteRepair(ctx context.Context, c CommandKey) error {
 
 // PendingRepairs returns every pending repair, ordered by NextAt (earliest first).
 func (s *Store) PendingRepairs(ctx context.Context) ([]Repair, error) {
-	raw, err := s.scripts.pendingRepairs.Run(ctx, s.rdb, []string{s.repairsKey()}, s.repairPrefix()).Slice()
+	raw, err := s.read(ctx, s.scripts.pendingRepairs, []string{s.repairsKey()}, s.repairPrefix()).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("store: pending repairs: %w", err)
 	}
@@ -132,7 +132,7 @@ func decodeRecords[T any](raw []any, decode func([]string) (T, error)) ([]T, err
 // due. The caller then deletes the repair on success or reschedules it on failure; if it
 // crashes, the repair becomes due again after lease (at least 1 ms).
 func (s *Store) ClaimDueRepair(ctx context.Context, lease time.Duration) (Repair, bool, error) {
-	raw, err := s.scripts.claimRepair.Run(ctx, s.rdb, []string{s.repairsKey()},
+	raw, err := s.write(ctx, s.scripts.claimRepair, []string{s.repairsKey()},
 		s.nowMillis(), millis(lease), s.repairPrefix()).StringSlice()
 	if errors.Is(err, redis.Nil) {
 		return Repair{}, false, nil
@@ -155,7 +155,7 @@ func (s *Store) RescheduleRepair(ctx context.Context, r Repair, next time.Time, 
 	if next.IsZero() {
 		next = s.opts.Now()
 	}
-	n, err := s.scripts.reschedule.Run(ctx, s.rdb, []string{s.repairKey(r.Command), s.repairsKey()},
+	n, err := s.write(ctx, s.scripts.reschedule, []string{s.repairKey(r.Command), s.repairsKey()},
 		r.Command.Hash(), next.UnixMilli(), lastErr).Int64()
 	if err != nil {
 		return fmt.Errorf("store: reschedule repair: %w", err)

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/proxbus/proxbus/internal/config"
 )
 
 var (
@@ -32,10 +35,23 @@ type Store struct {
 // New returns a Store on rdb with opts (defaults filled in). It does not contact Redis; use
 // [Store.Ping] to check the connection. Options that cannot work are an error wrapping
 // config.ErrInvalid.
+//
+// On a Redis Cluster (a *redis.ClusterClient) every key must be in one slot, so the scripts,
+// which span several keys, work: the prefix must hold a hash tag ("{proxbus}"); the default
+// prefix becomes "{proxbus}" there, and a prefix without a tag is refused.
 func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	opts = opts.WithDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
+	}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		if _, ok := hashTag(opts.Prefix); !ok {
+			if opts.Prefix != DefaultPrefix {
+				return nil, fmt.Errorf("store: %w: on a Redis Cluster the key prefix must hold a hash tag, e.g. {%s}, so that all keys share one slot (got %q)",
+					config.ErrInvalid, strings.Trim(opts.Prefix, "{}"), opts.Prefix)
+			}
+			opts.Prefix = "{" + DefaultPrefix + "}"
+		}
 	}
 	return &Store{rdb: rdb, opts: opts, scripts: newScripts()}, nil
 }
