@@ -7,6 +7,7 @@ import (
 	"maps"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -192,7 +193,19 @@ type leak struct {
 func (l leak) String() string { return l.where + ": " + l.what }
 
 // scanRedis returns every Redis key or value holding the canary.
-func scanRedis(ctx context.Context, rdb *redis.Client, canary string) (keys int, found []leak, err error) {
+func scanRedis(ctx context.Context, rdb redis.UniversalClient, canary string) (keys int, found []leak, err error) {
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		var mu sync.Mutex
+		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			n, f, err := scanRedis(ctx, c, canary)
+			mu.Lock()
+			defer mu.Unlock()
+			keys += n
+			found = append(found, f...)
+			return err
+		})
+		return keys, found, err
+	}
 	iter := rdb.Scan(ctx, 0, "*", 500).Iterator()
 	for iter.Next(ctx) {
 		k := iter.Val()

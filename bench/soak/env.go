@@ -27,11 +27,10 @@ const (
 
 // env is everything the soak runs: the child processes and the in-process simulators.
 type env struct {
-	dir       string
-	redisPort int
+	dir string
 	// natsNodes are the NATS servers: one, or the three peers of the cluster (--cluster).
 	natsNodes []*natsNode
-	redis     *proc
+	redis     *redisSet
 	replicas  []*proc
 	pve       *simpve.Server
 	netbox    *simnetbox.Server
@@ -50,7 +49,7 @@ func (e *env) natsURL() string {
 	return strings.Join(urls, ",")
 }
 
-func (e *env) redisURL() string { return "redis://127.0.0.1:" + strconv.Itoa(e.redisPort) + "/0" }
+func (e *env) redisURL() string { return e.redis.url() }
 
 // serveSim serves h (behind the fault middleware) on a free loopback port; the server is
 // closed by env.close.
@@ -86,22 +85,17 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 	if e.natsNodes, err = newNATSNodes(natsBin, dir, cfg.cluster); err != nil {
 		return e, err
 	}
-	if e.redisPort, err = freePort(); err != nil {
-		return e, err
-	}
 	// Redis as operators should run it: with an append-only file synced on every write, so a
-	// restart is an outage, not a loss (--redis-ephemeral shows the loss).
-	redisArgs := []string{"--port", strconv.Itoa(e.redisPort), "--bind", "127.0.0.1", "--save", "", "--dir", dir,
-		"--appendonly", "yes", "--appendfsync", "always"}
-	if cfg.redisEphemeral {
-		redisArgs = []string{"--port", strconv.Itoa(e.redisPort), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"}
+	// restart is an outage, not a loss (--redis-ephemeral shows the loss); with --redis
+	// sentinel or cluster, replicated and failed over.
+	if e.redis, err = newRedisSet(cfg.redisMode, cfg.redisBin, dir, cfg.redisEphemeral); err != nil {
+		return e, fmt.Errorf("redis: %w", err)
 	}
-	e.redis = &proc{name: "redis-server", path: cfg.redisBin, logPath: filepath.Join(dir, "redis.log"), args: redisArgs}
 	type service struct {
 		p    *proc
 		port int
 	}
-	services := []service{{e.redis, e.redisPort}}
+	var services []service
 	for _, n := range e.natsNodes {
 		services = append(services, service{n.proc, n.port})
 	}
@@ -109,6 +103,9 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 		if err := s.p.start(); err != nil {
 			return e, err
 		}
+	}
+	if err := e.redis.start(ctx); err != nil {
+		return e, fmt.Errorf("redis: %w", err)
 	}
 	for _, s := range services {
 		if err := waitPort(ctx, s.port, 15*time.Second); err != nil {
@@ -174,7 +171,7 @@ func (e *env) close() {
 		_ = n.proc.stop(5 * time.Second)
 	}
 	if e.redis != nil {
-		_ = e.redis.stop(5 * time.Second)
+		e.redis.stop()
 	}
 	for _, s := range e.servers {
 		_ = s.Close()

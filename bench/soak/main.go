@@ -60,6 +60,8 @@ type config struct {
 	redisBin     string
 	// redisEphemeral runs Redis without persistence, so its restart loses every record.
 	redisEphemeral bool
+	// redisMode is the Redis topology: redisSingle, redisSentinel or redisCluster.
+	redisMode string
 
 	// cluster runs three routed nats-server peers and R3 streams instead of one server.
 	cluster bool
@@ -106,6 +108,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.taskDuration, "task-duration", 50*time.Millisecond, "how long each simulated Proxmox task runs")
 	fs.StringVar(&c.logLevel, "log-level", "debug", "replicas' log level (debug logs more places a secret could leak)")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (logs, store) after the run")
+	fs.StringVar(&c.redisMode, "redis", redisSingle, "Redis topology: single (one server, the fault restarts it), sentinel (a primary, two replicas, three Sentinels) or cluster (three primaries with a replica each); with sentinel and cluster the fault SIGKILLs the primary and brings it back as a replica")
 	fs.BoolVar(&c.redisEphemeral, "redis-ephemeral", false, "run Redis without persistence (its restart loses the records: see docs/reliability.md)")
 	fs.BoolVar(&c.cluster, "cluster", false, "NATS as a three-server JetStream cluster (streams R3); the NATS fault kills leaders")
 	killList := fs.String("cluster-kills", defaultClusterKills, "--cluster: leaders to SIGKILL, role@fraction of the publishing period (roles commands, events, meta)")
@@ -157,6 +160,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if !slices.Contains(producerNames, c.producers[i]) {
 			return c, fmt.Errorf("--producers: unknown producer %q (want %s)", p, strings.Join(producerNames, ", "))
 		}
+	}
+	if c.redisMode != redisSingle && c.redisMode != redisSentinel && c.redisMode != redisCluster {
+		return c, fmt.Errorf("--redis must be single, sentinel or cluster (got %q)", c.redisMode)
 	}
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {

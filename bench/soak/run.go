@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/events"
 )
@@ -104,7 +103,7 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 			return 2
 		}
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", e.redisPort)})
+	rdb := e.redis.client()
 	defer rdb.Close()
 
 	canary := newCanary()
@@ -396,6 +395,7 @@ type chaos struct {
 
 	mu                                 sync.Mutex // serializes process restarts
 	natsRestarts, redisRestarts, kills int
+	redisFailovers                     int
 	spikes                             int
 	redisDown                          []time.Time
 	leaderKills                        []string // one line per leader kill: server, roles, time
@@ -439,13 +439,25 @@ func (ch *chaos) start(ctx context.Context, load time.Duration) <-chan struct{} 
 		n := ch.env.natsNodes[0]
 		at(0.30, func() { ch.restart(n.proc, n.port, 2*time.Second, &ch.natsRestarts) })
 	}
-	if ch.on["redis"] {
+	switch {
+	case ch.on["redis"] && ch.env.redis.mode != redisSingle:
+		at(0.60, func() {
+			ch.mu.Lock()
+			defer ch.mu.Unlock()
+			if err := ch.env.redis.failover(ctx, ch.logf); err != nil {
+				ch.logf("soak: redis failover: %v", err)
+				return
+			}
+			ch.redisFailovers++
+		})
+	case ch.on["redis"]:
 		at(0.60, func() {
 			ch.beforeRedisRestart()
 			ch.mu.Lock()
 			ch.redisDown = append(ch.redisDown, time.Now())
 			ch.mu.Unlock()
-			ch.restart(ch.env.redis, ch.env.redisPort, time.Second, &ch.redisRestarts)
+			n := ch.env.redis.nodes[0]
+			ch.restart(n.proc, n.port, time.Second, &ch.redisRestarts)
 		})
 	}
 	loop := func(every time.Duration, f func()) {
@@ -677,16 +689,13 @@ func (ch *chaos) heal() {
 	f.setLostRate(0)
 	f.setPatchFailRate(0)
 	f.setSpike(0)
-	procs := []*proc{ch.env.redis}
+	ch.env.redis.heal()
 	for _, n := range ch.env.natsNodes {
-		procs = append(procs, n.proc)
-	}
-	for _, p := range procs {
-		if ch.view != nil && p != ch.env.redis {
-			continue // the leader-kill goroutine restarts the server it killed
+		if ch.view != nil {
+			break // the leader-kill goroutine restarts the server it killed
 		}
-		if !p.running() {
-			_ = p.start()
+		if !n.proc.running() {
+			_ = n.proc.start()
 		}
 	}
 	ch.sup.check()
@@ -717,6 +726,9 @@ func (ch *chaos) summary(w io.Writer) {
 		starts += s
 	}
 	fmt.Fprintf(w, "  replicas that exited on their own and were restarted: %d\n", exited)
+	if ch.env.redis.mode != redisSingle {
+		fmt.Fprintf(w, "  Redis (%s): %d primary SIGKILLs with failover, the old primary back as a replica\n", ch.env.redis.mode, ch.redisFailovers)
+	}
 	fmt.Fprintf(w, "  faults: %d replica SIGKILLs (%d replica starts), %d NATS restarts, %d Redis restarts, %d latency spikes (%d requests delayed 1s),\n"+
 		"          %d of %d Proxmox write answers lost, %d of %d NetBox journal PATCHes failed\n",
 		ch.kills, starts, ch.natsRestarts, ch.redisRestarts, ch.spikes, f.spiked.Load(),

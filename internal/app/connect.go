@@ -228,6 +228,15 @@ const (
 	schemeCluster  = "+cluster"
 )
 
+// Failover settings of the go-redis clients of [RedisClient] unless the URL sets them: a
+// failover client tries each Sentinel once before it asks the next (go-redis tries a dead one
+// five times), and a cluster client reloads its slot map every second (go-redis reloads it on
+// MOVED/ASK only, else every 60 s, so it would go on dialling a dead primary that long).
+const (
+	redisFailoverDialerRetries = 1
+	redisClusterReload         = time.Second
+)
+
 // RedisDefaultMinReplicas is how many replicas must acknowledge a change of the store unless
 // told otherwise: 1 for a Sentinel-managed primary or a Redis Cluster (so that a failover
 // does not forget a claim or a result a command acted on), 0 for a single Redis.
@@ -354,6 +363,9 @@ func RedisClient(rawURL string, s Security) (redis.UniversalClient, error) {
 		fopts.MasterName = master
 		fopts.Username, fopts.Password = user, password
 		fopts.SentinelUsername, fopts.SentinelPassword = s.RedisSentinelUsername, s.RedisSentinelPassword
+		if fopts.DialerRetries == 0 { // go-redis's 5 tries of a dead Sentinel delay a failover by seconds
+			fopts.DialerRetries = redisFailoverDialerRetries
+		}
 		tlsConfig, client = &fopts.TLSConfig, func() redis.UniversalClient { return redis.NewFailoverClient(fopts) }
 	case schemeCluster:
 		copts, err := redis.ParseClusterURL(goURL)
@@ -361,6 +373,9 @@ func RedisClient(rawURL string, s Security) (redis.UniversalClient, error) {
 			return nil, bad(err)
 		}
 		copts.Username, copts.Password = user, password
+		if copts.ClusterStateReloadInterval == 0 { // a dead primary's slots are learnt only by a reload
+			copts.ClusterStateReloadInterval = redisClusterReload
+		}
 		tlsConfig, client = &copts.TLSConfig, func() redis.UniversalClient { return redis.NewClusterClient(copts) }
 	}
 	if s.RedisTLSCA != "" || s.RedisTLSInsecure {

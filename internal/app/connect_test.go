@@ -583,7 +583,8 @@ func TestRedisClientURL(t *testing.T) {
 			t.Fatalf("client %T, want *redis.ClusterClient", rdb)
 		}
 		o := cc.Options()
-		if strings.Join(o.Addrs, ",") != "10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000" || o.Username != "proxbus" || o.Password != canary || o.TLSConfig != nil {
+		if strings.Join(o.Addrs, ",") != "10.0.0.1:7000,10.0.0.2:7000,10.0.0.3:7000" || o.Username != "proxbus" || o.Password != canary || o.TLSConfig != nil ||
+			o.ClusterStateReloadInterval != time.Second {
 			t.Errorf("cluster options addrs=%v user=%q tls=%v", o.Addrs, o.Username, o.TLSConfig != nil)
 		}
 	})
