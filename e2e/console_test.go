@@ -32,10 +32,10 @@ func withConsole(t *testing.T, base *string) tune {
 	}
 }
 
-// consoleGet reads path of the console at base as the reader: its status and body.
-func consoleGet(t *testing.T, base, path string) (int, string) {
+// consoleDo sends GET path to the console at base as the reader (with ctx).
+func consoleDo(ctx context.Context, t *testing.T, base, path string) *http.Response {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +44,13 @@ func consoleGet(t *testing.T, base, path string) (int, string) {
 	if err != nil {
 		t.Fatalf("GET %s: %v", path, err)
 	}
+	return resp
+}
+
+// consoleGet reads path of the console at base as the reader: its status and body.
+func consoleGet(t *testing.T, base, path string) (int, string) {
+	t.Helper()
+	resp := consoleDo(context.Background(), t, base, path)
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
@@ -54,15 +61,7 @@ func consoleStream(t *testing.T, base, path string, d time.Duration) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+consoleReadToken)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("GET %s: %v", path, err)
-	}
+	resp := consoleDo(ctx, t, base, path)
 	defer resp.Body.Close()
 	var b strings.Builder
 	sc := bufio.NewScanner(resp.Body)
