@@ -12,6 +12,8 @@ if [[ "${1:-}" == "--short" ]]; then
 	go -C bench run ./latency -short
 	go -C bench run ./slow -short
 	go -C bench run ./taskpoll -short
+	go -C bench run ./fleet -short
+	go -C bench run ./console -short
 	exit 0
 fi
 out="${1:-bench-results}"
@@ -22,6 +24,8 @@ go -C bench run ./timeline -n 1000 -rounds 4 | tee "$out/timeline.md"
 go -C bench run ./latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
 go -C bench run ./slow | tee "$out/slow.md"
 go -C bench run ./taskpoll | tee "$out/taskpoll.md"
+go -C bench run ./fleet | tee "$out/fleet.md" # fleet scale: about 40 minutes of the run
+go -C bench run ./console | tee "$out/console.md"
 go -C bench test -run '^$' -bench Startup -benchtime 10x ./startup | tee "$out/startup.txt"
 go test -run '^$' -bench 'Emit|Decode|Prepare|Fingerprint|Published' -benchmem -count 3 ./events ./internal/proxmox ./internal/handlers ./internal/metrics | tee "$out/micro.txt"
 go -C bench run ./throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"

@@ -27,7 +27,7 @@ const Path = "/ui"
 const (
 	DefaultHistory      = 10_000
 	DefaultListLimit    = 500
-	DefaultLiveInterval = 250 * time.Millisecond
+	DefaultLiveInterval = 500 * time.Millisecond
 )
 
 // Store is what the console reads from the store: the pending journal repairs and the
@@ -56,8 +56,8 @@ type Config struct {
 	// History (default DefaultListLimit).
 	ListLimit int
 	// LiveInterval is the shortest time between two updates of a live page (default
-	// DefaultLiveInterval): at 200 commands a second a page redraws four times a second, not
-	// a thousand.
+	// DefaultLiveInterval): at 200 commands a second a page redraws twice a second, not a
+	// thousand times.
 	LiveInterval time.Duration
 	// Secrets are literal values never to be shown (token secrets, passwords): every page
 	// and live update is scrubbed of them last, whatever put them there.

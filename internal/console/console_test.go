@@ -528,3 +528,17 @@ func TestNobodyGetsInWithoutATokenOrDev(t *testing.T) {
 		t.Errorf("status %d; the page does not name --ui-token-file", status)
 	}
 }
+
+// TestLongListIsStatic: a list of more than maxLiveRows rows is served without a live stream,
+// saying so; a shorter one has one.
+func TestLongListIsStatic(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	if _, body := c.get("/ui/commands?limit=5000"); strings.Contains(body, `data-live="/ui`) || !strings.Contains(body, `id="static"`) {
+		t.Error("a 5,000-row list updates live")
+	}
+	if _, body := c.get("/ui/commands?limit=1000"); !strings.Contains(body, `data-live="/ui/live/commands`) {
+		t.Error("a 1,000-row list has no live stream")
+	}
+}

@@ -44,6 +44,14 @@ type Command struct {
 
 	version uint64 // the index's version when it last changed
 	order   uint64 // when it was first seen: the list is newest first
+	// row is the command's list row as rendered at version rowVersion (see [index.keepRow]).
+	row        string
+	rowVersion uint64
+}
+
+// cachedRow is the command's list row rendered when it was as it is now, if there is one.
+func (c Command) cachedRow() (string, bool) {
+	return c.row, c.row != "" && c.rowVersion == c.version
 }
 
 // State is the command's list state: succeeded or failed once it has a result (by the
@@ -264,6 +272,20 @@ func (ix *index) evict() {
 	}
 	clear(ix.order[:drop]) // append moves the live part to a new array when this one is full
 	ix.order = ix.order[drop:]
+}
+
+// keepRow remembers html as the list row of c (a copy the index handed out) while the
+// command has not changed since. Only a finished command's row is kept: a running one shows
+// how long it has taken so far.
+func (ix *index) keepRow(c Command, html string) {
+	if c.Result == nil {
+		return
+	}
+	ix.mu.Lock()
+	defer ix.mu.Unlock()
+	if held := ix.byRef[c.Ref]; held != nil && held.version == c.version {
+		held.row, held.rowVersion = html, c.version
+	}
 }
 
 // Get returns a copy of the command with ref, or of the one command whose id is ref.

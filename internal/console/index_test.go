@@ -178,3 +178,26 @@ func TestChangedSince(t *testing.T) {
 		t.Errorf("ChangedSince = %d commands (%v), version %d", len(got), got, now)
 	}
 }
+
+// TestRowCache: a finished command's rendered row is kept until the command changes; a
+// running command's row is never kept (it shows how long it has run so far).
+func TestRowCache(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	applyAll(ix, step(t, "run", 1, "start_vm", events.StepStarted, 0))
+	c, _ := ix.Get("run")
+	ix.keepRow(c, "<tr>running</tr>")
+	if c, _ := ix.Get("run"); func() bool { _, ok := c.cachedRow(); return ok }() {
+		t.Error("a running command's row was kept")
+	}
+	applyAll(ix, result(t, "run", 200, "started", false, 5))
+	c, _ = ix.Get("run")
+	ix.keepRow(c, "<tr>done</tr>")
+	if c, _ := ix.Get("run"); func() bool { row, ok := c.cachedRow(); return !ok || row != "<tr>done</tr>" }() {
+		t.Error("a finished command's row was not kept")
+	}
+	applyAll(ix, emit(t, "r1", "run", "vm.start", t0, events.JournalRepaired{JournalEntryURL: "http://nb/1", RepairedBy: events.RepairedByRepairer}))
+	if c, _ := ix.Get("run"); func() bool { _, ok := c.cachedRow(); return ok }() {
+		t.Error("a row was kept across a change of its command")
+	}
+}

@@ -114,7 +114,7 @@ type htmlEvent struct {
 // liveCommands streams the rows of the commands list that changed, filtered as the page is.
 func (c *Console) liveCommands(w http.ResponseWriter, r *http.Request, _ session) {
 	q := r.URL.Query()
-	f, limit := filterOf(q), c.limitOf(q)
+	f, limit := filterOf(q), min(c.limitOf(q), maxLiveRows)
 	since, _ := strconv.ParseUint(q.Get("since"), 10, 64) // the version the page shows
 	c.serveLive(w, r, since, func(since uint64) (string, any, bool, error) {
 		changed, _ := c.ix.ChangedSince(since, Filter{}, limit)
@@ -125,7 +125,7 @@ func (c *Console) liveCommands(w http.ResponseWriter, r *http.Request, _ session
 				ev.Rows = append(ev.Rows, rowUpdate{ID: id, Remove: true})
 				continue
 			}
-			html, err := c.fragment("commands", "row", cmd)
+			html, err := c.row(cmd)
 			if err != nil {
 				return "", nil, false, err
 			}

@@ -134,13 +134,16 @@ func safeNext(next string) string {
 // listData is the commands page.
 type listData struct {
 	Filter   Filter
-	Rows     []Command
+	Rows     template.HTML // the rows, rendered by [Console.rows]
+	Empty    bool
 	Total    int
 	Limit    int
 	Held     int
 	Verbs    []string
 	States   []string
 	FilterOn bool
+	// Static is set when the list is too long to update live (more than maxLiveRows).
+	Static bool
 }
 
 // filterOf reads the list's filter from the query.
@@ -166,11 +169,51 @@ func (c *Console) commandsPage(w http.ResponseWriter, r *http.Request, s session
 	f, limit := filterOf(q), c.limitOf(q)
 	version := c.ix.Version() // before the list: a change in between is sent again, not lost
 	rows, total := c.ix.List(f, limit)
-	v := c.view(s, "commands", "Commands", listData{Filter: f, Rows: rows, Total: total, Limit: limit, Held: c.ix.Len(),
-		Verbs: c.cfg.Verbs, States: states, FilterOn: f != Filter{}})
-	q.Set("since", strconv.FormatUint(version, 10))
-	v.Live = Path + "/live/commands?" + q.Encode()
+	html, err := c.rows(rows)
+	if err != nil {
+		c.log.Error("console: rows not rendered", "err", err)
+		http.Error(w, "the page could not be rendered; see the replica's log", http.StatusInternalServerError)
+		return
+	}
+	d := listData{Filter: f, Rows: html, Empty: len(rows) == 0, Total: total, Limit: limit, Held: c.ix.Len(),
+		Verbs: c.cfg.Verbs, States: states, FilterOn: f != Filter{}, Static: limit > maxLiveRows}
+	v := c.view(s, "commands", "Commands", d)
+	if !d.Static {
+		q.Set("since", strconv.FormatUint(version, 10))
+		v.Live = Path + "/live/commands?" + q.Encode()
+	}
 	c.render(w, http.StatusOK, "commands", v)
+}
+
+// maxLiveRows is the longest list that updates live: a browser lays out the whole table at
+// each update, which at ten thousand rows takes longer than the updates are apart.
+const maxLiveRows = 1000
+
+// rows renders the list rows of cmds, reusing each finished command's row as rendered
+// before (rendering is nearly all of a long list's time).
+func (c *Console) rows(cmds []Command) (template.HTML, error) {
+	var b strings.Builder
+	for _, cmd := range cmds {
+		row, err := c.row(cmd)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(row)
+	}
+	return template.HTML(b.String()), nil // each row was escaped by its template
+}
+
+// row is cmd's list row: the one kept since it last changed, or rendered now (and kept).
+func (c *Console) row(cmd Command) (string, error) {
+	if row, ok := cmd.cachedRow(); ok {
+		return row, nil
+	}
+	row, err := c.fragment("commands", "row", cmd)
+	if err != nil {
+		return "", err
+	}
+	c.ix.keepRow(cmd, row)
+	return row, nil
 }
 
 // commandData is one command's page.

@@ -22,15 +22,17 @@
     const body = document.getElementById("rows");
     if (!body) return;
     const limit = parseInt(body.dataset.limit || "500", 10);
-    // Rows come newest first: insert the new ones from the oldest, each at the top.
-    for (let i = d.rows.length - 1; i >= 0; i--) {
-      const r = d.rows[i];
+    // Rows come newest first: rows already shown are replaced in place, new ones go on top
+    // in one insertion.
+    const fresh = document.createDocumentFragment();
+    for (const r of d.rows) {
       const old = document.getElementById(r.id);
       if (r.remove) { if (old) old.remove(); continue; }
       const row = fragment(r.html).firstElementChild;
       if (!row) continue;
-      if (old) old.replaceWith(row); else body.prepend(row);
+      if (old) old.replaceWith(row); else fresh.append(row);
     }
+    body.prepend(fresh);
     for (const empty of body.querySelectorAll("tr.empty")) {
       if (body.rows.length > 1) empty.remove();
     }
