@@ -267,7 +267,7 @@ func (b *baseline) process(ctx context.Context, m jetstream.Msg) error {
 	step := func(name, status string) error {
 		seq++
 		return b.event(ctx, id, ".step."+strconv.Itoa(seq), map[string]any{"command_id": id, "command_source": source,
-			"verb": "storage.pbs.create", "seq": seq, "step": name, "status": status, "attempt": 1, "at": time.Now().UTC()})
+			"verb": "storage.pbs.create", "actor": "bench", "endpoint_id": 1, "seq": seq, "step": name, "status": status, "attempt": 1, "at": time.Now().UTC()})
 	}
 	if err := step("read_storage", "started"); err != nil {
 		return err
@@ -306,7 +306,7 @@ func (b *baseline) process(ctx context.Context, m jetstream.Msg) error {
 	// The output proxbus's verb returns: the storage as configured, without the password.
 	output := map[string]any{"storage": in.Storage, "type": "pbs", "server": in.Server, "port": in.Port,
 		"datastore": in.Datastore, "username": in.Username, "fingerprint": in.Fingerprint, "content": "backup"}
-	result := map[string]any{"command_id": id, "command_source": source, "verb": "storage.pbs.create", "endpoint_id": 1,
+	result := map[string]any{"command_id": id, "command_source": source, "verb": "storage.pbs.create", "endpoint_id": 1, "actor": "bench",
 		"status": 201, "result": "created", "journal_entry_url": created.URL, "journal_finalized": true, "replayed": false,
 		"idempotency_key": key, "output": output}
 	record, _ := json.Marshal(result)
