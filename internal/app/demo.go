@@ -162,6 +162,7 @@ func printPlan(w io.Writer, res events.Result) {
 // RunDemo plays the scripted tour against a running proxbus, printing every step and result to
 // w. It returns an error naming each case whose outcome was not the expected one.
 func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, image DemoImage, w io.Writer) error {
+	w = &lockedWriter{w: w} // the approver's goroutine prints while the command's steps do
 	run := fmt.Sprint(time.Now().Unix())
 	var failed []string
 	for i, c := range demoTour(run, image) {
@@ -204,4 +205,16 @@ func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 	}
 	fmt.Fprintln(w, "\ndemo: every outcome matched")
 	return nil
+}
+
+// lockedWriter serialises the writes of several goroutines to one writer.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
