@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: every benchmark of docs/benchmarks.md, one after the other (never in parallel:
 # they share the machine). Needs Redis on 127.0.0.1:6379 (or PROXBUS_BENCH_REDIS_URL).
-#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 9 minutes)
+#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 52 minutes: the fleet run takes 40)
 #   bash bench/run.sh --short         # CI smoke: each benchmark once, briefly
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -19,7 +19,7 @@
 //
 // It is a benchmark, not a test: it exits 1 only when a run could not be carried out.
 //
-//	go -C bench run ./fleet                               # -n 1000,10000 -task 2s (about 35 minutes)
+//	go -C bench run ./fleet                               # -n 1000,10000 -task 2s (about 40 minutes)
 //	go -C bench run ./fleet -n 10000 -hot 0               # the headline run alone
 //	go -C bench run ./fleet -n 600 -task 200ms            # a quick look
 //	go -C bench run ./fleet -short                        # CI: -n 300 -task 100ms
