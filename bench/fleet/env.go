@@ -67,10 +67,10 @@ func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests
 			e.close()
 		}
 	}()
-	if e.natsPort, err = freePort(); err != nil {
+	if e.natsPort, err = harness.FreePort(); err != nil {
 		return nil, err
 	}
-	if e.redisPort, err = freePort(); err != nil {
+	if e.redisPort, err = harness.FreePort(); err != nil {
 		return nil, err
 	}
 	e.nats = &proc{name: "nats-server", path: bins.nats, logPath: filepath.Join(dir, "nats.log"),
@@ -86,7 +86,7 @@ func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests
 		if err := s.p.start(); err != nil {
 			return nil, err
 		}
-		if err := waitPort(ctx, s.port, 15*time.Second); err != nil {
+		if err := harness.WaitPort(ctx, s.port, 15*time.Second); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.p.name, err)
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/proxbus/proxbus/bench/internal/harness"
 	"io"
 	"os"
 	"os/exec"
@@ -188,7 +189,7 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 		return fmt.Errorf("redis-server not on PATH: %w", err)
 	}
 	logf("building proxbus and nats-server into %s", workDir)
-	proxbusBin, natsBin, err := buildBinaries(ctx, workDir)
+	proxbusBin, natsBin, err := harness.BuildBinaries(ctx, workDir)
 	if err != nil {
 		return err
 	}

@@ -3,36 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-
-	"github.com/proxbus/proxbus/bench/internal/harness"
 )
-
-// buildBinaries compiles proxbus (in the product's module) and nats-server (the version this
-// module pins) into dir and returns their paths.
-func buildBinaries(ctx context.Context, dir string) (proxbus, natsServer string, err error) {
-	proxbus = filepath.Join(dir, "proxbus")
-	natsServer = filepath.Join(dir, "nats-server")
-	if err := harness.BuildProxbus(ctx, proxbus); err != nil {
-		return "", "", err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", natsServer, "github.com/nats-io/nats-server/v2")
-	var buf bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &buf, &buf
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("go build nats-server: %w\n%s", err, buf.Bytes())
-	}
-	return proxbus, natsServer, nil
-}
 
 // proc is one child process of a run, its stdout and stderr in one log file.
 type proc struct {
@@ -159,35 +137,4 @@ func (p *proc) cpuTime() time.Duration {
 func (p *proc) logContains(s string) bool {
 	raw, err := os.ReadFile(p.logPath)
 	return err == nil && bytes.Contains(raw, []byte(s))
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitPort waits until something accepts connections on 127.0.0.1:port.
-func waitPort(ctx context.Context, port int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("port %d not listening after %s: %w", port, limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/proxbus/proxbus/bench/internal/harness"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -32,7 +33,7 @@ func (n *natsNode) url() string { return "nats://127.0.0.1:" + strconv.Itoa(n.po
 // directory under dir, all routes listed on every peer (a peer ignores the route to itself).
 func newNATSNodes(bin, dir string, cluster bool) ([]*natsNode, error) {
 	if !cluster {
-		port, err := freePort()
+		port, err := harness.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +48,7 @@ func newNATSNodes(bin, dir string, cluster bool) ([]*natsNode, error) {
 	for i := range nodes {
 		n := &natsNode{name: fmt.Sprintf("soak-n%d", i+1)}
 		for _, p := range []*int{&n.port, &n.clusterPort, &n.monitorPort} {
-			port, err := freePort()
+			port, err := harness.FreePort()
 			if err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/proxbus/proxbus/bench/internal/harness"
 	"log/slog"
 	"net"
 	"net/http"
@@ -74,7 +75,7 @@ func (e *env) serveSim(h http.Handler) (string, error) {
 // simulators, and prepares the replicas ([env.startReplicas] starts them).
 func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 	e := &env{dir: dir, faults: &faults{}, serveErr: make(chan error, 2)}
-	proxbusBin, natsBin, err := buildBinaries(ctx, dir)
+	proxbusBin, natsBin, err := harness.BuildBinaries(ctx, dir)
 	if err != nil {
 		return e, err
 	}
@@ -108,7 +109,7 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 		return e, fmt.Errorf("redis: %w", err)
 	}
 	for _, s := range services {
-		if err := waitPort(ctx, s.port, 15*time.Second); err != nil {
+		if err := harness.WaitPort(ctx, s.port, 15*time.Second); err != nil {
 			return e, fmt.Errorf("%s: %w", s.p.name, err)
 		}
 	}

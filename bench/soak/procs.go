@@ -4,33 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/proxbus/proxbus/bench/internal/harness"
 )
-
-// buildBinaries compiles proxbus and nats-server into dir and returns their paths.
-func buildBinaries(ctx context.Context, dir string) (proxbus, natsServer string, err error) {
-	proxbus = filepath.Join(dir, "proxbus")
-	natsServer = filepath.Join(dir, "nats-server")
-	if err := harness.BuildProxbus(ctx, proxbus); err != nil {
-		return "", "", err
-	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", natsServer, "github.com/nats-io/nats-server/v2")
-	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	if err := cmd.Run(); err != nil {
-		return "", "", fmt.Errorf("go build nats-server: %w", err)
-	}
-	return proxbus, natsServer, nil
-}
 
 // attemptsFlag is the flag of `proxbus serve` that bounds a command's failed attempts:
 // --max-attempts, or on a proxbus that predates it --max-deliver (the consumer's MaxDeliver).
@@ -44,37 +24,6 @@ func attemptsFlag(ctx context.Context, proxbus string) (string, error) {
 		return "--max-deliver", nil
 	}
 	return "", fmt.Errorf("proxbus serve -h names neither --max-attempts nor --max-deliver")
-}
-
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// waitPort waits until something accepts connections on 127.0.0.1:port.
-func waitPort(ctx context.Context, port int, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	for {
-		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("port %d not listening after %s: %w", port, limit, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
 }
 
 // proc is a restartable child process whose stdout and stderr are appended to one log file

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/proxbus/proxbus/bench/internal/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,7 +54,7 @@ func newRedisSet(mode, bin, dir string, ephemeral bool) (*redisSet, error) {
 	r := &redisSet{mode: mode, bin: bin, dir: dir}
 	data := map[string]int{redisSingle: 1, redisSentinel: 3, redisCluster: 6}[mode]
 	for i := range data {
-		port, err := freePort()
+		port, err := harness.FreePort()
 		if err != nil {
 			return nil, err
 		}
@@ -88,7 +89,7 @@ func newRedisSet(mode, bin, dir string, ephemeral bool) (*redisSet, error) {
 			sentinelBin, args = p, nil
 		}
 		for i := range 3 {
-			port, err := freePort()
+			port, err := harness.FreePort()
 			if err != nil {
 				return nil, err
 			}
@@ -122,7 +123,7 @@ func (r *redisSet) start(ctx context.Context) error {
 		}
 	}
 	for _, n := range r.all() {
-		if err := waitPort(ctx, n.port, 15*time.Second); err != nil {
+		if err := harness.WaitPort(ctx, n.port, 15*time.Second); err != nil {
 			return fmt.Errorf("%s: %w", n.proc.name, err)
 		}
 	}
@@ -303,7 +304,7 @@ func (r *redisSet) failover(ctx context.Context, logf func(string, ...any)) erro
 	if err := old.proc.start(); err != nil {
 		return err
 	}
-	if err := waitPort(ctx, old.port, 15*time.Second); err != nil {
+	if err := harness.WaitPort(ctx, old.port, 15*time.Second); err != nil {
 		return err
 	}
 	if err := r.waitHealthy(ctx, 60*time.Second); err != nil {

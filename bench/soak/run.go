@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/proxbus/proxbus/bench/internal/harness"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -507,7 +508,7 @@ func (ch *chaos) restart(p *proc, port int, down time.Duration, counter *int) {
 		ch.logf("soak: restart %s: %v", p.name, err)
 		return
 	}
-	if err := waitPort(context.Background(), port, 30*time.Second); err != nil {
+	if err := harness.WaitPort(context.Background(), port, 30*time.Second); err != nil {
 		ch.logf("soak: %s: %v", p.name, err)
 	}
 	*counter++
@@ -598,7 +599,7 @@ func (ch *chaos) killLeaders(ctx context.Context, load time.Duration) {
 			ch.logf("soak: restart %s: %v", n.name, err)
 			continue
 		}
-		if err := waitPort(context.Background(), n.port, 30*time.Second); err != nil {
+		if err := harness.WaitPort(context.Background(), n.port, 30*time.Second); err != nil {
 			ch.logf("soak: %s: %v", n.name, err)
 		}
 	}

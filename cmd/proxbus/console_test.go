@@ -2,6 +2,7 @@ package main
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -91,4 +92,30 @@ func indexOf(lines []string, prefix string) int {
 		}
 	}
 	return -1
+}
+
+// TestDevListen: dev's default HTTP address, when taken, gives way to a free loopback port
+// and says which was taken; an address given explicitly that is taken is an error.
+func TestDevListen(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	addr := taken.Addr().String()
+	ln, was, err := devListen(addr, false)
+	if err != nil {
+		t.Fatalf("default address taken: %v", err)
+	}
+	defer ln.Close()
+	if was != addr || ln.Addr().String() == addr || !strings.HasPrefix(ln.Addr().String(), "127.0.0.1:") {
+		t.Errorf("listens on %s, taken %q; want another loopback port and %q named", ln.Addr(), was, addr)
+	}
+	if ln, _, err := devListen(addr, true); err == nil {
+		ln.Close()
+		t.Error("an explicit --http-addr that is taken was not refused")
+	} else if !strings.Contains(err.Error(), "--http-addr") {
+		t.Errorf("the error does not name --http-addr: %v", err)
+	}
 }

@@ -47,7 +47,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if _, cluster := rdb.(*redis.ClusterClient); cluster {
 		if _, ok := hashTag(opts.Prefix); !ok {
 			if opts.Prefix != DefaultPrefix {
-				return nil, fmt.Errorf("store: %w: on a Redis Cluster the key prefix must hold a hash tag, e.g. {%s}, so that all keys share one slot (got %q)",
+				return nil, fmt.Errorf("store: %w: on a Redis Cluster the key prefix (--redis-key-prefix) must hold a hash tag, e.g. {%s}, so that all keys share one slot (got %q)",
 					config.ErrInvalid, strings.Trim(opts.Prefix, "{}"), opts.Prefix)
 			}
 			opts.Prefix = "{" + DefaultPrefix + "}"
