@@ -157,25 +157,25 @@ func TestProgressParser(t *testing.T) {
 	}
 }
 
-// TestPollCurve pins the adaptive schedule: every 100 ms for the first second, then ×1.5 per
-// poll up to 2 s, so that a 0.3 s task is seen stopped at the poll 0.3 s into the wait (a
-// fixed 500 ms needs 0.5 s) and a 60 s task costs 46 polls (121 at a fixed 500 ms); a fixed
-// interval polls at that interval throughout and reads the log from the first poll on.
+// TestPollCurve pins the adaptive schedule: each pause a twentieth of the time waited, from
+// 100 ms to 2 s, so that a task is seen stopped at most 5 % (or 100 ms) after its end — a
+// 0.3 s task at the poll 0.3 s into the wait (a fixed 500 ms needs 0.5 s), a 2 s task at 2 s —
+// and a 60 s task costs 93 polls (121 at a fixed 500 ms); the log is read from the first
+// second on at most every 2 s, and with a fixed interval at every poll.
 func TestPollCurve(t *testing.T) {
 	t.Parallel()
 	// polls returns when each poll of a wait happens (requests taking no time) until the
 	// first at or after end.
 	polls := func(c pollCurve, end time.Duration) []time.Duration {
-		at, pause := time.Duration(0), time.Duration(0)
+		at := time.Duration(0)
 		out := []time.Duration{0}
 		for at < end {
-			pause = c.next(at, pause)
-			at += pause
+			at += c.next(at)
 			out = append(out, at)
 		}
 		return out
 	}
-	fixed := pollCurve{first: 500 * time.Millisecond, growth: 1, limit: 500 * time.Millisecond}
+	fixed := pollCurve{floor: 500 * time.Millisecond, limit: 500 * time.Millisecond}
 	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
 	tests := []struct {
 		name      string
@@ -186,9 +186,10 @@ func TestPollCurve(t *testing.T) {
 	}{
 		{"adaptive 0.3 s", adaptiveCurve(), ms(300), 4, ms(300)},
 		{"fixed 500 ms 0.3 s", fixed, ms(300), 2, ms(500)},
-		{"adaptive 3 s", adaptiveCurve(), 3 * time.Second, 17, ms(4117)},
+		{"adaptive 2 s", adaptiveCurve(), 2 * time.Second, 21, 2 * time.Second},
+		{"adaptive 3 s", adaptiveCurve(), 3 * time.Second, 30, ms(3103)},
 		{"fixed 500 ms 3 s", fixed, 3 * time.Second, 7, 3 * time.Second},
-		{"adaptive 60 s", adaptiveCurve(), time.Minute, 46, ms(61826)},
+		{"adaptive 60 s", adaptiveCurve(), time.Minute, 93, ms(61188)},
 		{"fixed 500 ms 60 s", fixed, time.Minute, 121, time.Minute},
 	}
 	for _, tt := range tests {
@@ -200,16 +201,15 @@ func TestPollCurve(t *testing.T) {
 			}
 		})
 	}
-	wantPauses := []time.Duration{ms(100), ms(100), ms(150), ms(225), ms(337), ms(506), ms(759), ms(1139), ms(1708), ms(2000), ms(2000)}
-	ages := []time.Duration{0, ms(900), ms(1000), ms(1150), ms(1375), ms(1712), ms(2218), ms(2977), ms(4116), ms(5825), ms(7825)}
-	prev := time.Duration(0)
-	for i, age := range ages {
-		prev = adaptiveCurve().next(age, prev)
-		if prev.Truncate(time.Millisecond) != wantPauses[i] {
-			t.Errorf("pause %d (age %s) = %s, want %s", i, age, prev, wantPauses[i])
+	for _, p := range []struct{ age, want time.Duration }{
+		{0, ms(100)}, {ms(1999), ms(100)}, {ms(3000), ms(150)}, {ms(10000), ms(500)}, {ms(40000), ms(2000)}, {time.Hour, ms(2000)},
+	} {
+		if got := adaptiveCurve().next(p.age); got != p.want {
+			t.Errorf("pause at %s = %s, want %s", p.age, got, p.want)
 		}
 	}
-	if adaptiveCurve().readsLog(ms(999)) || !adaptiveCurve().readsLog(time.Second) || !fixed.readsLog(0) {
-		t.Error("the log is read from the first second on (adaptive), from the first poll on (fixed)")
+	c := adaptiveCurve()
+	if c.readsLog(ms(999), -1) || !c.readsLog(time.Second, -1) || c.readsLog(ms(2900), ms(1000)) || !c.readsLog(ms(3000), ms(1000)) || !fixed.readsLog(0, -1) || !fixed.readsLog(ms(500), 0) {
+		t.Error("the log is read from the first second on at most every 2 s (adaptive), at every poll (fixed)")
 	}
 }

@@ -26,14 +26,17 @@ const DefaultTaskPollInterval = AdaptiveTaskPoll
 
 // The adaptive curve of [Client.WaitTask] (see there).
 const (
-	// TaskPollYoungInterval is the pause between polls while the task is young.
-	TaskPollYoungInterval = 100 * time.Millisecond
-	// TaskPollYoung is how long a task counts as young, from the start of the wait.
-	TaskPollYoung = time.Second
-	// TaskPollGrowth is the factor by which each pause after the young phase grows.
-	TaskPollGrowth = 1.5
+	// TaskPollMinInterval is the shortest pause between two polls of a task's status.
+	TaskPollMinInterval = 100 * time.Millisecond
+	// TaskPollShare is the share of the time waited so far that the pause before the next poll
+	// lasts: a task is seen stopped at most this share of its duration after its end.
+	TaskPollShare = 0.05
 	// TaskPollMaxInterval caps the pause between polls.
 	TaskPollMaxInterval = 2 * time.Second
+	// TaskLogFrom is how long a task is waited for before its log is read for progress.
+	TaskLogFrom = time.Second
+	// TaskLogInterval is the shortest time between two reads of a task's log for progress.
+	TaskLogInterval = 2 * time.Second
 )
 
 // maxTaskPollErrors is how many consecutive transient poll failures WaitTask absorbs.
@@ -46,17 +49,19 @@ func WithTaskPollInterval(d time.Duration) ClientOption {
 	return func(o *clientOptions) { o.taskPoll = d }
 }
 
-// pollCurve is the schedule of a task wait: pauses of first while the wait is younger than
-// young, then each pause growth times the previous one, at most limit. The log is read at
-// the polls after the young phase.
+// pollCurve is the schedule of a task wait: each pause share of the time waited so far,
+// at least floor and at most limit; the log is read at the polls from logFrom on, at least
+// logEvery apart.
 type pollCurve struct {
-	first, young, limit time.Duration
-	growth              float64
+	floor, limit      time.Duration
+	share             float64
+	logFrom, logEvery time.Duration
 }
 
-// adaptiveCurve is the default schedule (the TaskPoll constants).
+// adaptiveCurve is the default schedule (the TaskPoll and TaskLog constants).
 func adaptiveCurve() pollCurve {
-	return pollCurve{first: TaskPollYoungInterval, young: TaskPollYoung, growth: TaskPollGrowth, limit: TaskPollMaxInterval}
+	return pollCurve{floor: TaskPollMinInterval, limit: TaskPollMaxInterval, share: TaskPollShare,
+		logFrom: TaskLogFrom, logEvery: TaskLogInterval}
 }
 
 // curve is the client's schedule: adaptive, or a fixed interval set by WithTaskPollInterval.
@@ -64,21 +69,19 @@ func (c *Client) curve() pollCurve {
 	if c.taskPoll <= 0 || c.taskPoll == AdaptiveTaskPoll {
 		return adaptiveCurve()
 	}
-	return pollCurve{first: c.taskPoll, growth: 1, limit: c.taskPoll}
+	return pollCurve{floor: c.taskPoll, limit: c.taskPoll}
 }
 
-// next is the pause after a poll made age into the wait, prev the pause before it (0 after
-// the first poll).
-func (p pollCurve) next(age, prev time.Duration) time.Duration {
-	if age < p.young || prev <= 0 {
-		return p.first
-	}
-	d := time.Duration(float64(prev) * p.growth)
-	return min(max(d, p.first), p.limit)
+// next is the pause after a poll made age into the wait.
+func (p pollCurve) next(age time.Duration) time.Duration {
+	return min(max(time.Duration(float64(age)*p.share), p.floor), p.limit)
 }
 
-// readsLog reports whether a poll made age into the wait also reads the task's log.
-func (p pollCurve) readsLog(age time.Duration) bool { return age >= p.young }
+// readsLog reports whether a poll made age into the wait also reads the task's log, the last
+// read having been made lastRead into it (negative: none yet).
+func (p pollCurve) readsLog(age, lastRead time.Duration) bool {
+	return age >= p.logFrom && (lastRead < 0 || age-lastRead >= p.logEvery)
+}
 
 // TaskError is a Proxmox task that ended with an exit status other than "OK" or
 // "WARNINGS: n" (both are success). Match it with errors.As.
@@ -162,14 +165,15 @@ func progressHook(ctx context.Context) func(node, upid string, p TaskProgress) {
 // nil when the exit status is "OK" or "WARNINGS: n", a *[TaskError] otherwise.
 //
 // The polls follow the client's curve. Adaptive (the default): the first poll is immediate,
-// then one every 100 ms while the wait is younger than 1 s, then each pause 1.5 times the
-// previous one (150, 225, 338, 506, 759 ms, 1.14 s, 1.71 s) up to 2 s: a 0.3 s task is seen
-// stopped at most 0.1 s after its end, a 60 s task costs about 45 polls (120 at a fixed
-// 500 ms). [WithTaskPollInterval] sets a fixed interval instead.
+// then each pause lasts a twentieth of the time waited so far, at least 100 ms and at most
+// 2 s: every 100 ms for the first 2 s, every 2 s from 40 s on. A task is seen stopped at most
+// 100 ms or 5 % of its duration after its end, whichever is more (2 s at most); a 3 s task
+// costs 30 polls, a 60 s task 93 (121 at a fixed 500 ms).
+// [WithTaskPollInterval] sets a fixed interval instead.
 //
-// Under [WithTaskProgress], each poll after the first second (every poll at a fixed
-// interval) that finds the task running also reads the task's log from the first line not
-// yet read (GET …/log?start=N&limit=…) and reports the progress its lines give
+// Under [WithTaskProgress], a poll from the first second on that finds the task running also
+// reads the task's log from the first line not yet read (GET …/log?start=N&limit=…), at most
+// every 2 s (at every poll with a fixed interval), and reports the progress its lines give
 // ([TaskProgress]); a failed log read is skipped and never fails the wait.
 //
 // Up to three consecutive transient status poll failures ([IsTransient]: a node briefly
@@ -186,7 +190,7 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 		tl = newTaskLog(node, upid)
 	}
 	begun := time.Now()
-	var pause time.Duration
+	lastLog := time.Duration(-1)
 	failures := 0
 	for {
 		var raw json.RawMessage
@@ -205,7 +209,8 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 				return &TaskError{UPID: upid, Node: node, ExitStatus: scrub(exit, c.secrets),
 					LogError: scrub(c.taskLogError(ctx, node, upid, exit), c.secrets)}
 			}
-			if tl != nil && curve.readsLog(time.Since(begun)) {
+			if age := time.Since(begun); tl != nil && curve.readsLog(age, lastLog) {
+				lastLog = age
 				c.reportProgress(ctx, tl, hook)
 			}
 		} else {
@@ -214,8 +219,7 @@ func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 				return fmt.Errorf("proxmox: waiting for task %s: %w", upid, err)
 			}
 		}
-		pause = curve.next(time.Since(begun), pause)
-		t := time.NewTimer(pause)
+		t := time.NewTimer(curve.next(time.Since(begun)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
