@@ -364,8 +364,12 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 	}
 	pub := consumer.NewPublisher(js, events.NewEmitter(subjects, cfg.Instance), m.Published)
+	settings := cfg.Pipeline
+	if settings.GuestWaiters == 0 { // a quarter of the workers may wait for a busy guest
+		settings.GuestWaiters = max(1, ccfg.Concurrency/4)
+	}
 	pipeline, err := handlers.New(handlers.Config{
-		Settings:  cfg.Pipeline,
+		Settings:  settings,
 		Registry:  registry,
 		Store:     st,
 		Endpoints: netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
@@ -447,6 +451,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			}
 		}()
 	}
+	wg.Go(func() { pipeline.WatchGuards(repairCtx) })
 	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
 	if ui != nil {
 		wg.Go(func() { ui.Run(uiCtx) })

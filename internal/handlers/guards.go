@@ -12,20 +12,24 @@ const defaultMaxParallel = 4
 // a slot of its endpoint (at most max_parallel commands per cluster, across replicas). The
 // claim takes them in the same Redis script (store.ClaimRequest.Guards); Complete, Release and
 // Suspend give them back in theirs, and the lease keeper renews them with the claim. When one
-// is held elsewhere the claim answers store.GuardBusy and changes nothing: the command is
-// redelivered after BusyDelay and, on its last delivery, waits in [run.claim] until it gets
-// them (a holder finishes, or its lease expires) or the process drains.
+// is held elsewhere the claim answers store.GuardBusy and changes nothing: the command waits
+// for it in the process's wait room ([waitRoom]) and claims again when it is given back, or is
+// redelivered after BusyDelay when the room is full or GuardWait has passed.
 func (r *run) guards() store.Guards {
 	var g store.Guards
 	if key, ok := r.prep.exclusive(r.cmd.EndpointID); ok {
 		g.Resource = &key
 	}
-	max := r.client.Endpoint().MaxParallel
-	if max <= 0 {
-		max = defaultMaxParallel
-	}
-	g.Slot = &store.SlotRequest{EndpointID: r.cmd.EndpointID, Max: max}
+	g.Slot = &store.SlotRequest{EndpointID: r.cmd.EndpointID, Max: r.maxParallel()}
 	return g
+}
+
+// maxParallel is the command's endpoint's max_parallel.
+func (r *run) maxParallel() int {
+	if max := r.client.Endpoint().MaxParallel; max > 0 {
+		return max
+	}
+	return defaultMaxParallel
 }
 
 // busyGuard describes the guard a GuardBusy claim names, for logs and step events.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/redis/go-redis/v9"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -213,6 +214,7 @@ func testVerb(sc *script) Verb {
 type lifecycle struct {
 	p       *Pipeline
 	store   *store.Store
+	redis   *redis.Client
 	clock   *testenv.Clock
 	stream  *stream
 	journal *journal
@@ -245,11 +247,11 @@ func newLifecycleWith(t *testing.T, sc *script, tune func(*proxmox.EndpointConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lifecycle{store: st, clock: c, stream: newStream(), journal: &journal{}}
+	l := &lifecycle{store: st, redis: r.Client, clock: c, stream: newStream(), journal: &journal{}}
 	l.p, err = New(Config{
 		Registry: NewRegistry(testVerb(sc), CommandApprove(), CommandReject()), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
 		Publisher: l.stream, History: l.stream,
-		Instance: "test", Now: c.Now, Settings: Settings{MaxAttempts: 3, JournalRetryDelay: time.Millisecond},
+		Instance: "test", Now: c.Now, Settings: Settings{MaxAttempts: 3, JournalRetryDelay: time.Millisecond, GuardWait: 5 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -292,8 +294,8 @@ func ok(ctx context.Context, x *Exec, sc *script) (Outcome, error) {
 	return Outcome{Status: 200, Result: ResultOK}, nil
 }
 
-// TestWaitingSpendsNoAttempt: a command whose guest is held by another command is redelivered
-// as often as it takes — here 25 times, five times MaxAttempts — without spending an attempt or
+// TestWaitingSpendsNoAttempt: a command whose guest is held by another command (here for longer
+// than GuardWait, the time a delivery waits in the process) is redelivered as often as it takes — here 25 times, five times MaxAttempts — without spending an attempt or
 // being dead-lettered, says once that it waits, and runs as soon as the guest is free.
 func TestWaitingSpendsNoAttempt(t *testing.T) {
 	t.Parallel()

@@ -59,6 +59,8 @@ type History interface {
 const (
 	DefaultMaxAttempts       = 5
 	DefaultBusyDelay         = time.Second
+	DefaultGuardWait         = 30 * time.Second
+	DefaultGuestWaiters      = 2
 	DefaultMaxWait           = 30 * time.Second
 	DefaultConfirmFor        = 30 * time.Second
 	DefaultJournalRetries    = 2
@@ -76,6 +78,15 @@ type Settings struct {
 	// BusyDelay is how long a command waits before it looks again at a busy guest or node, a
 	// full endpoint or a twin in flight.
 	BusyDelay time.Duration
+	// GuardWait is how long one delivery of a command whose guest, node or endpoint slots are
+	// busy waits in the process for them before it is redelivered after BusyDelay. It is woken
+	// the moment the guard is given back ([Pipeline.WatchGuards]).
+	GuardWait time.Duration
+	// GuestWaiters is how many commands of this process may wait in it at once for a busy
+	// guest or node; more are redelivered after BusyDelay. Each holds a
+	// consumer worker while it waits. Per endpoint, as many as its max_parallel may wait for a
+	// slot. proxbus serve sets it to a quarter of --concurrency.
+	GuestWaiters int
 	// MaxWait bounds the growing pause of a command waiting for an unreachable dependency, and
 	// of one whose attempt failed.
 	MaxWait time.Duration
@@ -99,6 +110,8 @@ type Settings struct {
 func (s Settings) WithDefaults() Settings {
 	config.Default(&s.MaxAttempts, DefaultMaxAttempts)
 	config.Default(&s.BusyDelay, DefaultBusyDelay)
+	config.Default(&s.GuardWait, DefaultGuardWait)
+	config.Default(&s.GuestWaiters, DefaultGuestWaiters)
 	config.Default(&s.MaxWait, DefaultMaxWait)
 	config.Default(&s.ConfirmFor, DefaultConfirmFor)
 	config.Default(&s.CommandMaxAge, DefaultCommandMaxAge)
@@ -113,6 +126,8 @@ func (s Settings) validate() error {
 	return config.NonNegative("handlers",
 		config.Named("MaxAttempts", s.MaxAttempts),
 		config.Named("BusyDelay", s.BusyDelay),
+		config.Named("GuardWait", s.GuardWait),
+		config.Named("GuestWaiters", s.GuestWaiters),
 		config.Named("MaxWait", s.MaxWait),
 		config.Named("ConfirmFor", s.ConfirmFor),
 		config.Named("CommandMaxAge", s.CommandMaxAge),
@@ -142,7 +157,10 @@ type Config struct {
 }
 
 // Pipeline executes commands. It is safe for concurrent use by the consumer's workers.
-type Pipeline struct{ cfg Config }
+type Pipeline struct {
+	cfg   Config
+	waits *waitRoom
+}
 
 // New checks cfg and fills in defaults. A missing dependency or a negative setting is an
 // error wrapping config.ErrInvalid that names the field.
@@ -176,7 +194,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Pipeline{cfg: cfg}, nil
+	return &Pipeline{cfg: cfg, waits: newWaitRoom(cfg.GuestWaiters)}, nil
 }
 
 // Handle runs one delivery of a command through the pipeline and says what to do with the

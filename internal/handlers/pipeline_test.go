@@ -37,6 +37,8 @@ func TestNewRefusesUnworkableConfig(t *testing.T) {
 		{"no history", func(c *Config) { c.History = nil }, "History"},
 		{"negative attempts", func(c *Config) { c.MaxAttempts = -1 }, "MaxAttempts"},
 		{"negative busy delay", func(c *Config) { c.BusyDelay = -time.Second }, "BusyDelay"},
+		{"negative guard wait", func(c *Config) { c.GuardWait = -time.Second }, "GuardWait"},
+		{"negative guest waiters", func(c *Config) { c.GuestWaiters = -1 }, "GuestWaiters"},
 		{"negative journal retries", func(c *Config) { c.JournalRetries = -1 }, "JournalRetries"},
 		{"negative command max age", func(c *Config) { c.CommandMaxAge = -time.Minute }, "CommandMaxAge"},
 	}
@@ -51,7 +53,7 @@ func TestNewRefusesUnworkableConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Settings{MaxAttempts: DefaultMaxAttempts, BusyDelay: DefaultBusyDelay, MaxWait: DefaultMaxWait,
+	want := Settings{MaxAttempts: DefaultMaxAttempts, BusyDelay: DefaultBusyDelay, GuardWait: DefaultGuardWait, GuestWaiters: DefaultGuestWaiters, MaxWait: DefaultMaxWait,
 		ConfirmFor: DefaultConfirmFor, CommandMaxAge: DefaultCommandMaxAge, ApprovalPoll: DefaultApprovalPoll, JournalRetries: DefaultJournalRetries, JournalRetryDelay: DefaultJournalRetryDelay}
 	if p.cfg.Settings != want {
 		t.Errorf("settings = %+v, want the defaults %+v", p.cfg.Settings, want)

@@ -321,10 +321,25 @@ func (r *run) write(ctx context.Context) events.Disposition {
 	if r.cmd.IdempotencyKey != "" {
 		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
 	}
-	claim, err := r.p.cfg.Store.Claim(ctx, req)
-	if err != nil {
-		return r.storeDown(ctx, err)
+	claim, disp, ok := r.claim(ctx, req)
+	if !ok {
+		return disp
 	}
+	if ctx.Err() != nil { // draining, and nothing has started: let another replica take it
+		r.release(context.WithoutCancel(ctx), claim.Lease)
+		return r.redeliver(0)
+	}
+	// From the write-ahead entry on, the command is completed even while the process drains.
+	ctx = context.WithoutCancel(ctx)
+	stop := r.keepLease(ctx, claim.Lease)
+	defer stop()
+	return r.execute(ctx, claim)
+}
+
+// unclaimed answers a claim that did not give this delivery the command: a finished command
+// is answered from its record, a reused Idempotency-Key refused, and a command running
+// elsewhere (this one, or the owner of its Idempotency-Key) waited for.
+func (r *run) unclaimed(ctx context.Context, claim store.Claim) events.Disposition {
 	switch claim.State {
 	case store.Done:
 		return r.replay(ctx, claim.Result)
@@ -339,21 +354,8 @@ func (r *run) write(ctx context.Context) events.Disposition {
 		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
 	case store.IdemInFlight:
 		return r.wait(ctx, "claim", events.StepWaiting, "a command with the same Idempotency-Key is running", r.p.cfg.BusyDelay)
-	case store.GuardBusy:
-		return r.wait(ctx, "claim", events.StepWaiting, r.busyGuard(claim), r.p.cfg.BusyDelay)
-	case store.Claimed, store.Resumed:
-	default:
-		return r.failed(ctx, "claim", fmt.Errorf("unexpected claim state %s", claim.State))
 	}
-	if ctx.Err() != nil { // draining, and nothing has started: let another replica take it
-		r.release(context.WithoutCancel(ctx), claim.Lease)
-		return r.redeliver(0)
-	}
-	// From the write-ahead entry on, the command is completed even while the process drains.
-	ctx = context.WithoutCancel(ctx)
-	stop := r.keepLease(ctx, claim.Lease)
-	defer stop()
-	return r.execute(ctx, claim)
+	return r.failed(ctx, "claim", fmt.Errorf("unexpected claim state %s", claim.State))
 }
 
 // execute runs a claimed command from its write-ahead journal entry to its result. The
@@ -532,10 +534,18 @@ func (r *run) storeDown(ctx context.Context, err error) events.Disposition {
 // wait redelivers the command after delay without spending an attempt, and says so with a
 // `waiting` or `retrying` step (contract §3), unless the last step already said the same.
 func (r *run) wait(ctx context.Context, stage string, status events.StepStatus, detail string, delay time.Duration) events.Disposition {
-	if r.last.Step != stage || r.last.Status != status || r.last.Detail != r.scrub(detail) {
-		r.step(ctx, stage, status, "", detail)
-	}
+	r.note(ctx, stage, status, detail)
 	return r.redeliver(delay)
+}
+
+// note publishes a waiting or retrying step unless it is the command's newest step already
+// (an earlier delivery, or this one, said the same), so a wait is told once.
+func (r *run) note(ctx context.Context, stage string, status events.StepStatus, detail string) {
+	if r.last.Step == stage && r.last.Status == status && r.last.Detail == r.scrub(detail) {
+		return
+	}
+	r.step(ctx, stage, status, "", detail)
+	r.last = events.Step{Step: stage, Status: status, Detail: r.scrub(detail)}
 }
 
 // failed counts a failed attempt made before this delivery claimed the command. After

@@ -130,6 +130,9 @@ type Claim struct {
 	ProgressKnown bool
 	// BusyGuard is, for GuardBusy, which guard is held elsewhere: GuardResource or GuardSlot.
 	BusyGuard string
+	// BusyKey is, for GuardBusy, the name of that guard: the name [Store.WatchFreed] reports
+	// when the guard is given back.
+	BusyKey string
 	// Result is the stored result for Done and IdemReplay.
 	Result []byte
 	// OriginalCommand is, for IdemReplay, IdemInFlight and IdemReused, the command owning the
@@ -213,6 +216,11 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		out.Result = []byte(raw[5])
 	case GuardBusy:
 		out.BusyGuard = raw[9]
+		if out.BusyGuard == GuardSlot {
+			out.BusyKey = s.slotsKey(req.Guards.Slot.EndpointID)
+		} else {
+			out.BusyKey = s.lockKey(*req.Guards.Resource)
+		}
 	}
 	if state == IdemReplay || state == IdemInFlight || state == IdemReused {
 		out.OriginalCommand = CommandKey{Source: raw[6], ID: raw[7]}

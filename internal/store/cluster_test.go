@@ -17,7 +17,7 @@ import (
 // its keys, on a real Redis Cluster: Redis refuses a script whose keys span two slots
 // (CROSSSLOT), so each passing call shows that a command's keys, the fencing counter and the
 // repairs and approvals indexes share the slot of the prefix's hash tag. Each change also
-// waits for the slot's replica (MinReplicas 1).
+// waits for the slot's replica (MinReplicas 1). WatchFreed reports a guard given back.
 func TestEveryScriptOnRedisCluster(t *testing.T) {
 	t.Parallel()
 	rc := testenv.StartRedisCluster(t, testenv.ClusterOptions{Primaries: 3, ReplicasPerPrimary: 1})
@@ -57,7 +57,13 @@ func TestEveryScriptOnRedisCluster(t *testing.T) {
 	req.Owner = "o3"
 	c, err = s.Claim(ctx, req)
 	must("Claim (after yield)", err)
+	busy, err := s.Claim(ctx, store.ClaimRequest{Command: cmdB, Owner: "b", Guards: store.Guards{Resource: req.Guards.Resource}})
+	must("Claim B (busy)", err)
+	names := watchFreed(t, s, cc)
 	must("Complete", s.Complete(ctx, c.Lease, []byte(`{"r":1}`)))
+	if got := reported(t, s, cc, names); !got[busy.BusyKey] {
+		t.Errorf("WatchFreed on the cluster reported %v, want %q: Pub/Sub spans the cluster's nodes", got, busy.BusyKey)
+	}
 	must("UpdateResult", s.UpdateResult(ctx, cmdA, []byte(`{"r":2}`)))
 	must("CompleteReplay", s.CompleteReplay(ctx, cmdB, []byte(`{"r":3}`)))
 	c, err = s.Claim(ctx, store.ClaimRequest{Command: cmdC, Owner: "o4"})

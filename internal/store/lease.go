@@ -152,7 +152,8 @@ func (s *Store) Record(ctx context.Context, c CommandKey) (RecordState, []byte, 
 // cancelled), kept DedupeTTL so that every later delivery of c is answered from it. It returns
 // Absent when it stored result; Finished and the stored result when c was already done; Running
 // when c has begun, in which case nothing changes: a started command is finished, not
-// abandoned.
+// abandoned. A stored outcome is reported by [Store.WatchFreed] as [Store.WatchName] of c, so
+// that a delivery of c waiting for a guard answers it at once.
 func (s *Store) FinishUnstarted(ctx context.Context, c CommandKey, result []byte) (RecordState, []byte, error) {
 	vals, err := s.write(ctx, s.scripts.finishUnstarted, []string{s.cmdKey(c)},
 		result, millis(s.opts.DedupeTTL), c.Source, c.ID).StringSlice()

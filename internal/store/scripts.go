@@ -48,18 +48,20 @@ end
 
 // releaseGuardsLua is the part of completeLua, releaseLua and suspendLua that gives the
 // command's guards back: the resource lease while owner and token still hold it (unless
-// keep_lock is set), and the owner's endpoint slot. It expects lock, slots, owner and token
-// to be set.
+// keep_lock is set), and the owner's endpoint slot. Each guard it gives back is announced on
+// the channel named like the guard's key (see [Store.WatchFreed]). It expects lock, slots,
+// owner and token to be set.
 const releaseGuardsLua = `
 local function release_guards(keep_lock)
   if lock and not keep_lock then
     local l = redis.call('HMGET', lock, 'owner', 'token')
     if l[1] == owner and l[2] == token then
       redis.call('DEL', lock)
+      redis.call('PUBLISH', lock, '')
     end
   end
-  if slots then
-    redis.call('ZREM', slots, owner)
+  if slots and redis.call('ZREM', slots, owner) == 1 then
+    redis.call('PUBLISH', slots, '')
   end
 end
 `
@@ -289,7 +291,8 @@ return 1
 `
 
 // finishUnstartedLua: KEYS[1] identity. ARGV: result, dedupe_ms, source, id. Stores result as
-// done only when the identity record is absent. Returns {'stored', ”}, {'done', result} or
+// done only when the identity record is absent, and then announces it on the channel named like
+// the identity key. Returns {'stored', ”}, {'done', result} or
 // {'running', ”}: a record that is running, live or not, is left alone.
 const finishUnstartedLua = `
 local c = redis.call('HMGET', KEYS[1], 'state', 'result')
@@ -301,6 +304,7 @@ if c[1] then
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[1], 'src', ARGV[3], 'id', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PUBLISH', KEYS[1], '')
 return {'stored', ''}
 `
 
