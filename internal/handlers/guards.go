@@ -14,7 +14,8 @@ const defaultMaxParallel = 4
 // Suspend give them back in theirs, and the lease keeper renews them with the claim. When one
 // is held elsewhere the claim answers store.GuardBusy and changes nothing: the command waits
 // for it in the process's wait room ([waitRoom]) and claims again when it is given back, or is
-// redelivered after BusyDelay when the room is full or GuardWait has passed.
+// redelivered (after a pause that doubles with its deliveries) when the room is full or
+// GuardWait has passed.
 func (r *run) guards() store.Guards {
 	var g store.Guards
 	if key, ok := r.prep.exclusive(r.cmd.EndpointID); ok {

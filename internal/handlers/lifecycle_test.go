@@ -295,7 +295,8 @@ func ok(ctx context.Context, x *Exec, sc *script) (Outcome, error) {
 }
 
 // TestWaitingSpendsNoAttempt: a command whose guest is held by another command (here for longer
-// than GuardWait, the time a delivery waits in the process) is redelivered as often as it takes — here 25 times, five times MaxAttempts — without spending an attempt or
+// than GuardWait, the time a delivery waits in the process) is redelivered, after a pause that
+// doubles with each delivery up to MaxWait, as often as it takes — here 25 times, five times MaxAttempts — without spending an attempt or
 // being dead-lettered, says once that it waits, and runs as soon as the guest is free.
 func TestWaitingSpendsNoAttempt(t *testing.T) {
 	t.Parallel()
@@ -311,8 +312,8 @@ func TestWaitingSpendsNoAttempt(t *testing.T) {
 	cmd := testCommand("waits")
 	for n := uint64(1); n <= 25; n++ {
 		d := l.deliver(cmd, n)
-		if d.Action != events.Redeliver || d.Delay != DefaultBusyDelay {
-			t.Fatalf("delivery %d: %+v, want a redelivery after %s", n, d, DefaultBusyDelay)
+		if want := min(DefaultBusyDelay<<(n-1), DefaultMaxWait); d.Action != events.Redeliver || d.Delay != want {
+			t.Fatalf("delivery %d: %+v, want a redelivery after %s", n, d, want)
 		}
 	}
 	if f := l.failures(t, cmd); f != 0 {

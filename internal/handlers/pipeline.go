@@ -79,11 +79,12 @@ type Settings struct {
 	// full endpoint or a twin in flight.
 	BusyDelay time.Duration
 	// GuardWait is how long one delivery of a command whose guest, node or endpoint slots are
-	// busy waits in the process for them before it is redelivered after BusyDelay. It is woken
+	// busy waits in the process for them before it is redelivered (after BusyDelay, doubled
+	// with each delivery up to MaxWait). It is woken
 	// the moment the guard is given back ([Pipeline.WatchGuards]).
 	GuardWait time.Duration
 	// GuestWaiters is how many commands of this process may wait in it at once for a busy
-	// guest or node; more are redelivered after BusyDelay. Each holds a
+	// guest or node; more are redelivered, as after GuardWait. Each holds a
 	// consumer worker while it waits. Per endpoint, as many as its max_parallel may wait for a
 	// slot. proxbus serve sets it to a quarter of --concurrency.
 	GuestWaiters int

@@ -16,7 +16,8 @@ import (
 // redelivery and no second Proxmox read, but holds one of the consumer's workers. So that
 // waiting cannot take every worker, the room is bounded: as many waiters per endpoint's slots
 // as its max_parallel, and GuestWaiters for guests and nodes together (the waiters of one guest
-// wait in turn, the longest first). A command that finds no room is redelivered after BusyDelay instead. A waiting
+// wait in turn, the longest first). A command that finds no room is redelivered instead, after a pause that doubles with
+// its deliveries (BusyDelay, 2 × BusyDelay, … up to MaxWait). A waiting
 // command cancelled (or expired) by another process is woken too, and answers at once.
 type waitRoom struct {
 	mu        sync.Mutex
@@ -118,7 +119,8 @@ func (p *Pipeline) WatchGuards(ctx context.Context) {
 
 // claim takes the command and its guards (contract §4 step 3). A guard held elsewhere is
 // waited for: in the process while there is room in the wait room and GuardWait has not passed
-// (waiting is not failing: it spends no attempt), else by a redelivery after BusyDelay. It
+// (waiting is not failing: it spends no attempt), else by a redelivery after a pause that
+// doubles with the deliveries up to MaxWait. It
 // returns a Claimed or Resumed claim, or the disposition that ends this delivery.
 func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, events.Disposition, bool) {
 	var woken string    // the guard this delivery was woken for
@@ -150,7 +152,8 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 
 // awaitGuard waits in the process, until the busy guard claim names is given back or until
 // passes, and reports the guard's name when it was woken and true to claim again. Without room
-// in the wait room, or once until has passed, it answers a redelivery after BusyDelay; a
+// in the wait room, or once until has passed, it answers a redelivery after a pause that
+// doubles with the deliveries; a
 // process that starts to drain stops waiting and lets another replica take the command. A
 // command that expires while it waits is answered 410 when it expires.
 func (r *run) awaitGuard(ctx context.Context, claim store.Claim, until time.Time) (string, events.Disposition, bool) {
@@ -167,7 +170,7 @@ func (r *run) awaitGuard(ctx context.Context, claim store.Claim, until time.Time
 		wt, ok = r.p.waits.enter(claim.BusyKey, r.p.cfg.Store.WatchName(r.key()), slot, limit)
 	}
 	if !ok {
-		return "", r.wait(ctx, "claim", events.StepWaiting, detail, r.p.cfg.BusyDelay), false
+		return "", r.wait(ctx, "claim", events.StepWaiting, detail, r.waitDelay()), false
 	}
 	defer r.p.waits.leave(wt)
 	r.note(ctx, "claim", events.StepWaiting, detail)
