@@ -162,10 +162,10 @@ func TestParseFlags(t *testing.T) {
 		wantPending int
 		wantErr     bool
 	}{
-		{"defaults", nil, []int{1000, 10000}, 2 * time.Second, 24, false},
-		{"short", []string{"-short"}, []int{300}, 100 * time.Millisecond, 24, false},
-		{"short with -n", []string{"-short", "-n", "50"}, []int{50}, 100 * time.Millisecond, 24, false},
-		{"max-ack-pending follows concurrency", []string{"-concurrency", "16"}, []int{1000, 10000}, 2 * time.Second, 48, false},
+		{"defaults", nil, []int{1000, 10000}, 2 * time.Second, 48, false},
+		{"short", []string{"-short"}, []int{300}, 100 * time.Millisecond, 48, false},
+		{"short with -n", []string{"-short", "-n", "50"}, []int{50}, 100 * time.Millisecond, 48, false},
+		{"max-ack-pending follows concurrency", []string{"-concurrency", "4"}, []int{1000, 10000}, 2 * time.Second, 12, false},
 		{"bad backlog", []string{"-n", "0"}, nil, 0, 0, true},
 		{"bad hot share", []string{"-hot", "1"}, nil, 0, 0, true},
 	}

@@ -19,7 +19,7 @@
 //
 // It is a benchmark, not a test: it exits 1 only when a run could not be carried out.
 //
-//	go -C bench run ./fleet                               # -n 1000,10000 -task 2s (about 40 minutes)
+//	go -C bench run ./fleet                               # -n 1000,10000 -task 2s (about 32 minutes)
 //	go -C bench run ./fleet -n 10000 -hot 0               # the headline run alone
 //	go -C bench run ./fleet -n 600 -task 200ms            # a quick look
 //	go -C bench run ./fleet -short                        # CI: -n 300 -task 100ms
@@ -75,7 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.endpoints, "endpoints", 3, "Proxmox endpoints (one simulator each)")
 	fs.IntVar(&c.maxParallel, "max-parallel", 8, "max_parallel of every endpoint")
 	fs.IntVar(&c.replicas, "replicas", 3, "proxbus serve replicas")
-	fs.IntVar(&c.concurrency, "concurrency", 8, "--concurrency of each replica")
+	fs.IntVar(&c.concurrency, "concurrency", 16, "--concurrency of each replica (16: twice the slots, as docs/operations.md advises)")
 	fs.IntVar(&c.maxAckPending, "max-ack-pending", 0, "--max-ack-pending of the replicas (0: replicas × concurrency, as docs/operations.md advises)")
 	fs.DurationVar(&c.commandMaxAge, "command-max-age", 2*time.Hour, "--command-max-age of the replicas (the default 15 min would expire the tail of a long backlog)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "the replicas' log level")

@@ -67,8 +67,9 @@ type runResult struct {
 	coldQueue, hotQueue, coldEndToEnd []time.Duration
 	// task is the task step's started → done, hold the first step → result (sorted).
 	task, hold []time.Duration
-	// handling is how long the answering delivery of each command took in the pipeline
-	// (from the replicas' "command finished" log lines), sorted; handlingSum their sum.
+	// handling is how long the answering delivery of each command took in the pipeline, its
+	// waiting in the process for a guard included (from the replicas' "command finished" log
+	// lines), sorted; handlingSum their sum.
 	handling    []time.Duration
 	handlingSum time.Duration
 	// coldDeliveries and hotDeliveries are the answering deliveries' numbers, from the logs.

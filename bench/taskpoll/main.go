@@ -1,6 +1,6 @@
-// Command taskpoll measures how proxbus waits for Proxmox tasks (issue 21): for simulated
-// tasks of 0.3 s, 3 s and 60 s it runs vm.start commands through proxbus (one stopped guest
-// each, dispatched one after another within milliseconds), once with the fixed 500 ms status poll of before
+// Command taskpoll measures how proxbus waits for Proxmox tasks: for simulated tasks of 0.3 s,
+// 3 s and 60 s it runs vm.start commands through proxbus (one stopped guest each, dispatched
+// one after another within milliseconds), once with a fixed 500 ms status poll
 // (TaskPollInterval 500 ms) and once with the adaptive curve of proxmox.Client.WaitTask (the
 // default), and reports per task the delay from the task's end (the simulator's end time) to
 // the command's result event arriving at a subscriber, and the status polls (and log reads)
@@ -58,7 +58,7 @@ func main() {
 var modes = []struct {
 	name string
 	poll time.Duration
-}{{"fixed 500 ms (before)", 500 * time.Millisecond}, {"adaptive (after)", 0}}
+}{{"fixed 500 ms", 500 * time.Millisecond}, {"adaptive (the default)", 0}}
 
 // result is one row: the delays' median and maximum, the polls per task.
 type result struct {
