@@ -364,12 +364,8 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 	}
 	pub := consumer.NewPublisher(js, events.NewEmitter(subjects, cfg.Instance), m.Published)
-	settings := cfg.Pipeline
-	if settings.GuestWaiters == 0 { // a quarter of the workers may wait for a busy guest
-		settings.GuestWaiters = max(1, ccfg.Concurrency/4)
-	}
 	pipeline, err := handlers.New(handlers.Config{
-		Settings:  settings,
+		Settings:  pipelineSettings(cfg.Pipeline, ccfg.Concurrency),
 		Registry:  registry,
 		Store:     st,
 		Endpoints: netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
@@ -463,6 +459,15 @@ func Serve(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("proxbus stopped")
 	return runErr
+}
+
+// pipelineSettings are s with what serve derives from the consumer's concurrency: unless set, a
+// quarter of the workers (at least one) may wait in the replica for busy guests.
+func pipelineSettings(s handlers.Settings, concurrency int) handlers.Settings {
+	if s.GuestWaiters == 0 {
+		s.GuestWaiters = max(1, concurrency/4)
+	}
+	return s
 }
 
 // baseSecrets are the configured secrets other than the Proxmox token secrets, for the log

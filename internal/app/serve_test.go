@@ -674,3 +674,17 @@ func TestServeWaitsWhileProxmoxRefusesToken(t *testing.T) {
 		t.Errorf("%d refusal lines, want 1 (then once a minute)", n)
 	}
 }
+
+// TestPipelineSettingsGuestWaiters: serve lets a quarter of a replica's workers (at least one)
+// wait in it for busy guests, unless the setting is given.
+func TestPipelineSettingsGuestWaiters(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ given, concurrency, want int }{
+		{0, 8, 2}, {0, 16, 4}, {0, 3, 1}, {0, 1, 1}, {7, 16, 7},
+	} {
+		got := pipelineSettings(handlers.Settings{GuestWaiters: tt.given}, tt.concurrency).GuestWaiters
+		if got != tt.want {
+			t.Errorf("GuestWaiters %d, concurrency %d: %d, want %d", tt.given, tt.concurrency, got, tt.want)
+		}
+	}
+}

@@ -120,8 +120,8 @@ func (p *Pipeline) WatchGuards(ctx context.Context) {
 // claim takes the command and its guards (contract §4 step 3). A guard held elsewhere is
 // waited for: in the process while there is room in the wait room and GuardWait has not passed
 // (waiting is not failing: it spends no attempt), else by a redelivery after a pause that
-// doubles with the deliveries up to MaxWait. It
-// returns a Claimed or Resumed claim, or the disposition that ends this delivery.
+// doubles with the deliveries up to MaxWait. It returns a Claimed or Resumed claim, or the
+// disposition that ends this delivery.
 func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, events.Disposition, bool) {
 	var woken string    // the guard this delivery was woken for
 	var until time.Time // when waiting in the process ends, from the first wait on
@@ -153,9 +153,9 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 // awaitGuard waits in the process, until the busy guard claim names is given back or until
 // passes, and reports the guard's name when it was woken and true to claim again. Without room
 // in the wait room, or once until has passed, it answers a redelivery after a pause that
-// doubles with the deliveries; a
-// process that starts to drain stops waiting and lets another replica take the command. A
-// command that expires while it waits is answered 410 when it expires.
+// doubles with the deliveries; a process that starts to drain stops waiting and lets another
+// replica take the command. A command that expires while it waits is answered 410 when it
+// expires; one past its expiry that waits has started, and is finished.
 func (r *run) awaitGuard(ctx context.Context, claim store.Claim, until time.Time) (string, events.Disposition, bool) {
 	detail := r.busyGuard(claim)
 	slot := claim.BusyGuard == store.GuardSlot
@@ -174,8 +174,8 @@ func (r *run) awaitGuard(ctx context.Context, claim store.Claim, until time.Time
 	}
 	defer r.p.waits.leave(wt)
 	r.note(ctx, "claim", events.StepWaiting, detail)
-	if d := r.deadline(); !d.IsZero() {
-		left = min(left, max(d.Sub(r.p.cfg.Now()), 0)+time.Millisecond) // wake up to expire
+	if d := r.deadline(); !d.IsZero() && d.After(r.p.cfg.Now()) {
+		left = min(left, d.Sub(r.p.cfg.Now())+time.Millisecond) // wake up to expire
 	}
 	t := time.NewTimer(left)
 	defer t.Stop()

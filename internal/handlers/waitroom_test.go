@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/proxmox"
@@ -378,5 +381,62 @@ func TestWaitRoomGuestWaitersTakeTurns(t *testing.T) {
 	}
 	if w, _ := e.sc.counts(); w != 2 {
 		t.Errorf("writes = %d, want 2", w)
+	}
+}
+
+// claimCounter counts the scripts a Redis client runs.
+type claimCounter struct{ n atomic.Int64 }
+
+func (c *claimCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *claimCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+func (c *claimCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			if cmd.Name() == "evalsha" || cmd.Name() == "eval" {
+				c.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestWaitRoomStartedCommandPastExpiryWaits: a command that had started (a replica died after
+// claiming it) is finished even past its expires time; when its endpoint's slot is busy it
+// waits for the slot like any other, without claiming again and again, and runs when the slot
+// is given back.
+func TestWaitRoomStartedCommandPastExpiryWaits(t *testing.T) {
+	t.Parallel()
+	e := newWaitRoomEnv(t, 1, 2)
+	cmd := guestCommand("started", 100)
+	cmd.Expires = e.clock.Now().Add(time.Minute)
+	key := store.CommandKey{Source: cmd.Source, ID: cmd.ID}
+	if c, err := e.store.Claim(context.Background(), store.ClaimRequest{Command: key, Owner: "dead/1/1"}); err != nil || c.State != store.Claimed {
+		t.Fatalf("the dead replica's claim: %v %v", c.State, err)
+	}
+	e.clock.Advance(2 * time.Minute) // its lease and the command's expires time have passed
+	holder := e.hold(t, "holder", 0, 1)
+	var scripts claimCounter
+	e.redis.AddHook(&scripts)
+	done := make(chan events.Disposition, 1)
+	go func() { done <- e.p.Handle(context.Background(), cmd, events.Delivery{Number: 2}) }()
+	time.Sleep(300 * time.Millisecond)
+	if n := scripts.n.Load(); n > 5 {
+		t.Errorf("%d scripts run in 300 ms while the slot is held: the waiting command claims again and again", n)
+	}
+	if err := e.store.Release(context.Background(), holder); err != nil {
+		t.Fatal(err)
+	}
+	if d := await(t, cmd.ID, done); d.Action != events.Ack {
+		t.Fatalf("disposition %+v, want ack", d)
+	}
+	if res := e.stream.resultsOf(cmd.Ref()); len(res) != 1 || res[0].Status != 200 {
+		t.Errorf("results %+v, want one 200: a started command is finished, not expired", res)
 	}
 }
