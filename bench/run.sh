@@ -27,7 +27,7 @@ go -C bench run ./taskpoll | tee "$out/taskpoll.md"
 go -C bench run ./fleet | tee "$out/fleet.md" # fleet scale: about 32 minutes of the run
 go -C bench run ./console | tee "$out/console.md"
 go -C bench test -run '^$' -bench Startup -benchtime 10x ./startup | tee "$out/startup.txt"
-go test -run '^$' -bench 'Emit|Decode|Prepare|Fingerprint|Published' -benchmem -count 3 ./events ./internal/proxmox ./internal/handlers ./internal/metrics | tee "$out/micro.txt"
+go test -run '^$' -bench 'Emit|Decode|Prepare|Fingerprint|Published' -benchmem -count 3 ./events ./internal/proxmox ./handlers ./internal/metrics | tee "$out/micro.txt"
 go -C bench run ./throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"
 # Peer: 12 rounds, each running every implementation at c=1 and c=8 once, in alternating
 # order, so that a drift of the machine's speed falls on all alike.

@@ -18,10 +18,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/console"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/deadletter"
 )
 

@@ -19,9 +19,9 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/internal/guestconfig"
-	"github.com/proxbus/proxbus/internal/handlers"
 )
 
 // asyncAPIDoc is docs/asyncapi.yaml decoded as plain YAML.
@@ -128,7 +128,7 @@ func toSet(list []string) map[string]bool {
 func TestAsyncAPIMatchesCode(t *testing.T) {
 	t.Parallel()
 	doc := loadAsyncAPI(t)
-	hf := parsePackage(t, "../internal/handlers")
+	hf := parsePackage(t, "../handlers")
 	ef := parsePackage(t, "../events")
 
 	verbs := handlers.NewRegistry(handlers.Builtin()...).Names()

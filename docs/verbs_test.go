@@ -12,7 +12,7 @@ import (
 
 	"github.com/goccy/go-yaml"
 
-	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/redact"
 )
 

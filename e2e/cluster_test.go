@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 	"github.com/proxbus/proxbus/internal/testenv"
 )

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/proxbus/proxbus/internal/handlers"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/store"
 )
 
 // pveWrites returns the writes (every request but GET) the simulator read from index from on,

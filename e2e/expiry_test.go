@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/handlers"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // TestQueuedCommandsExpireOrAreCancelled is issue 20's incident: commands queued while no

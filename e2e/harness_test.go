@@ -17,18 +17,18 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/embedded"
-	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/repair"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
-	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/testenv"
+	"github.com/proxbus/proxbus/store"
 )
 
 // canary is the password every test sends; it must never appear in anything proxbus emits.

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // TestIdempotencyKeyWindow pins contract §5: inside the window the same key and body replays

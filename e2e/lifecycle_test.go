@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 func mustEncode(t *testing.T, e *env, cmd events.Command) *nats.Msg {

@@ -44,9 +44,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/console"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/embedded"
 )
 

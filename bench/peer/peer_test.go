@@ -36,8 +36,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/bench/internal/harness"
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // impl starts a consumer of the proxbus durable with at most c messages in flight and

@@ -16,7 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 

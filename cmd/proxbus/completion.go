@@ -8,7 +8,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/handlers"
 )
 
 // cliCommand is one subcommand as shell completion knows it.

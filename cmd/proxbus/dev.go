@@ -14,7 +14,7 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/console"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // cmdDev runs `proxbus dev` (contract §10) until ctx ends: the embedded infrastructure and a

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/handlers"
 )
 
 // cmdEvents tails events, all of them or one command's (contract §10). With --id it starts at

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // cmdJournal lists the terminal journal updates still waiting to be applied (contract §6):

@@ -21,8 +21,8 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/testenv"
+	"github.com/proxbus/proxbus/store"
 )
 
 // stepLine is a step's line in send's text output: seq, name, status and duration.

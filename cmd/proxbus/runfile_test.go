@@ -20,8 +20,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/internal/embedded"
-	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/testenv"
+	"github.com/proxbus/proxbus/store"
 )
 
 // testDir holds what the package's tests share: the run directory every test uses unless it

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proxbus/proxbus/internal/handlers"
+	"github.com/proxbus/proxbus/handlers"
 )
 
 // maxStdinData bounds what --data @- reads (far above any NATS max_payload).

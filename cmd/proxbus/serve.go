@@ -9,13 +9,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/config"
-	"github.com/proxbus/proxbus/internal/consumer"
-	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/ingress"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // serveFlags are the flags of `serve`; their defaults are the documented defaults of the

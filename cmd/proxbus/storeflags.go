@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // openStore opens the store at redisURL (the --redis-url value) with key prefix, for the

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // cmdStreams applies the stream and consumer configuration (what serve does at start) and

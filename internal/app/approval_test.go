@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/config"
-	"github.com/proxbus/proxbus/internal/handlers"
 )
 
 // TestServeRefusesBadApprovalVerbs: an endpoint's approval list naming anything but a write

@@ -22,7 +22,7 @@ import (
 	"github.com/proxbus/proxbus/internal/proxmox"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // Demo credentials accepted by the simulators' demo scenario (contract §10).

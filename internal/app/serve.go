@@ -18,19 +18,19 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/console"
-	"github.com/proxbus/proxbus/internal/consumer"
-	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
-	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/tracing"
+	"github.com/proxbus/proxbus/store"
 )
 
 // Defaults of [Config].

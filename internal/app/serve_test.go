@@ -24,20 +24,20 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/config"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/embedded"
-	"github.com/proxbus/proxbus/internal/handlers"
 	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/repair"
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
-	"github.com/proxbus/proxbus/internal/store"
 	"github.com/proxbus/proxbus/internal/testenv"
 	"github.com/proxbus/proxbus/internal/tracing"
+	"github.com/proxbus/proxbus/store"
 )
 
 // TestConfigDefaultsAndRefusals pins Config's own defaults, and that what cannot work is an

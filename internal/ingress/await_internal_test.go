@@ -7,8 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/ingress"
 	"github.com/proxbus/proxbus/internal/testenv"
 )

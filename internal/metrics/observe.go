@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // Middleware counts the deliveries of commands (a consumer.Middleware): a delivery after a

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/config"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // Defaults of [Config].

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/config"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 // fakeStore holds repairs with the times they are due, as the store's repairs index does.

@@ -7,8 +7,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // Middleware makes one consumer span per delivery (a consumer.Middleware), a child of the

@@ -20,8 +20,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // BaselineSteps is how many step events the baseline publishes per command: what proxbus

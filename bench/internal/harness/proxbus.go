@@ -9,11 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/internal/app"
-	"github.com/proxbus/proxbus/internal/consumer"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/repair"
-	"github.com/proxbus/proxbus/internal/store"
+	"github.com/proxbus/proxbus/store"
 )
 
 const pveSecretVariable = "BENCH_PVE_SECRET"

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/consumer"
 )
 
 // Runner starts a command processor on e with the given concurrency and returns its stop,

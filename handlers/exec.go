@@ -1,0 +1,175 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/store"
+)
+
+// Exec is what a verb's Dispatch and Confirm get: the endpoint's Proxmox client, step
+// reporting, and [Exec.Write], through which every Proxmox write is sent so that the pipeline
+// knows, across crashes and redeliveries, whether one may have left.
+type Exec struct {
+	// Proxmox is the endpoint's client.
+	Proxmox *proxmox.Client
+	// EndpointID is the NetBox id of the endpoint.
+	EndpointID int64
+
+	r        *run
+	lease    *store.Lease // nil for reads
+	progress store.Progress
+	prior    bool
+	// plan, in a dry run, records the writes Proxmox (a planning client) is not sent; no step
+	// event is published for them.
+	plan *proxmox.Plan
+
+	runMu       sync.Mutex // guards lastRunning and runningHook's last: tasks may be waited for on a verb's goroutines
+	lastRunning time.Time  // when the newest running step was published (pipeline clock)
+}
+
+func (r *run) exec(lease *store.Lease, progress store.Progress) *Exec {
+	return &Exec{Proxmox: r.client, EndpointID: r.cmd.EndpointID, r: r, lease: lease, progress: progress, prior: progress.Dispatched}
+}
+
+// Sent is what one Proxmox write reports to [Exec.Write].
+type Sent struct {
+	// UPID is the Proxmox task the write started, "" for a synchronous write.
+	UPID string
+	// Skipped, when not empty, says that the write found its effect already in place and
+	// sent nothing; the step is reported skipped with this detail.
+	Skipped string
+}
+
+// ErrReadOnly is returned by [Exec.Write] in a read verb, which has no claim to write under.
+var ErrReadOnly = errors.New("handlers: a read verb cannot write")
+
+// Write sends one Proxmox write of the command as the step named step: it notes that the write
+// may leave from now on, reports the step started (with detail), calls send, and reports it done (with the
+// task's UPID), skipped or error. While send waits for a Proxmox task, the task's progress
+// (read from its log, see proxmox.WithTaskProgress) is reported as running steps of step with
+// the task's UPID and progress, at most one per second of the pipeline's clock per command,
+// the first a second after the step started, and only when the progress changed: a task that
+// ends within a second reports none. send's error is returned as it is; the pipeline routes it:
+//   - proxmox.ErrUnreachable: nothing left this process, so a later attempt may send it again
+//     (unless an earlier write of this command may have left);
+//   - proxmox.ErrAnswerLost: the write may have taken effect: the pipeline confirms it with the
+//     verb's Confirm and never sends it a second time;
+//   - any other error is mapped to the command's outcome, or, when it is not one (a dependency
+//     unavailable while waiting for a task), the command is suspended as dispatched and
+//     confirmed by reading on its next delivery.
+func (x *Exec) Write(ctx context.Context, step, detail string, send func(ctx context.Context) (Sent, error)) (Sent, error) {
+	if x.plan != nil { // a dry run: x.Proxmox records the writes instead of sending them
+		return send(ctx)
+	}
+	if x.lease == nil {
+		return Sent{}, fmt.Errorf("%w: step %s", ErrReadOnly, step)
+	}
+	before, wrote := x.progress.Dispatched, x.r.wrote
+	x.progress.Dispatched, x.r.wrote = true, true
+	x.Step(ctx, step, events.StepStarted, "", detail)
+	sent, err := send(x.runningHook(ctx, step))
+	switch {
+	case err == nil && sent.Skipped != "":
+		x.Step(ctx, step, events.StepSkipped, sent.UPID, sent.Skipped)
+	case err == nil:
+		x.Step(ctx, step, events.StepDone, sent.UPID, "")
+	case errors.Is(err, proxmox.ErrUnreachable):
+		x.progress.Dispatched, x.r.wrote = before, wrote
+		x.Step(ctx, step, events.StepError, "", "Proxmox is unreachable; nothing was sent")
+	case errors.Is(err, proxmox.ErrAnswerLost):
+		x.Step(ctx, step, events.StepError, sent.UPID, "the answer was lost; the write may have taken effect")
+	default:
+		x.Step(ctx, step, events.StepError, sent.UPID, "")
+	}
+	return sent, err
+}
+
+// CommandSince is when the command arrived in the stream (else its time attribute, else this
+// delivery's start): no task it started can be older, so a Confirm looks for its effects
+// from then on.
+func (x *Exec) CommandSince() time.Time {
+	switch {
+	case !x.r.delivery.Stored.IsZero():
+		return x.r.delivery.Stored
+	case !x.r.cmd.Time.IsZero():
+		return x.r.cmd.Time
+	}
+	return x.r.started
+}
+
+// PriorDispatch reports whether this run is confirming a write that an earlier attempt, or
+// this one, may have sent. A Confirm that finds the effect absent and runs the verb again (as
+// vm.provision does when its VM was never created) sends its writes through [Exec.Write] as
+// usual.
+func (x *Exec) PriorDispatch() bool { return x.prior }
+
+// Dispatched reports whether a write of this command may have been sent.
+func (x *Exec) Dispatched() bool { return x.progress.Dispatched }
+
+// Step publishes a step event (contract §3). Publishing failures are logged, never fatal.
+func (x *Exec) Step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
+	x.r.step(ctx, step, status, upid, detail)
+}
+
+// runningEvery is the least time between two running steps of a command, and between a
+// write's started step and its first running step (contract §3: at most one per second).
+const runningEvery = time.Second
+
+// runningHook returns ctx with a proxmox.WithTaskProgress hook that reports the progress of
+// the tasks step waits for as running steps (see [Exec.Write]).
+func (x *Exec) runningHook(ctx context.Context, step string) context.Context {
+	began := x.r.p.cfg.Now()
+	var last events.Progress // the progress step last reported; guarded by x.runMu
+	return proxmox.WithTaskProgress(ctx, func(_, upid string, tp proxmox.TaskProgress) {
+		p := events.Progress{Done: tp.Done, Total: tp.Total, Unit: tp.Unit}
+		if at, due := x.runningDue(began, &last, p); due {
+			x.r.publishStep(ctx, events.Step{Step: step, Status: events.StepRunning, UPID: upid, Progress: &p, At: at})
+		}
+	})
+}
+
+// runningDue reports whether progress p of a write that began at began is published now
+// (returned): it differs from *last, the write began a second ago and the command's previous
+// running step was a second ago. If so it takes the slot (and sets *last).
+func (x *Exec) runningDue(began time.Time, last *events.Progress, p events.Progress) (time.Time, bool) {
+	now := x.r.p.cfg.Now()
+	x.runMu.Lock()
+	defer x.runMu.Unlock()
+	if p == *last || now.Sub(began) < runningEvery || (!x.lastRunning.IsZero() && now.Sub(x.lastRunning) < runningEvery) {
+		return time.Time{}, false
+	}
+	x.lastRunning, *last = now, p
+	return now, true
+}
+
+// step publishes the command's next step event. seq continues across deliveries: a
+// redelivery starts after the newest step an earlier delivery published, so no step event id
+// is used twice.
+func (r *run) step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
+	r.publishStep(ctx, events.Step{Step: step, Status: status, UPID: upid, Detail: detail})
+}
+
+// publishStep publishes st as the command's next step event: Seq and Attempt are filled in,
+// Detail is scrubbed, a zero At is now.
+func (r *run) publishStep(ctx context.Context, st events.Step) {
+	r.mu.Lock()
+	r.seq++
+	st.Seq = r.seq
+	r.mu.Unlock()
+	st.Detail, st.Attempt = r.scrub(st.Detail), r.attempt
+	if st.At.IsZero() {
+		st.At = r.p.cfg.Now()
+	}
+	if err := r.p.cfg.Publisher.Publish(ctx, r.origin, st); err != nil {
+		r.log.Warn("step not published", "step", st.Step, "err", err)
+	}
+}
+
+func kindOf(s string) netbox.Kind { return netbox.Kind(s) }

@@ -1,0 +1,685 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/redact"
+	"github.com/proxbus/proxbus/store"
+)
+
+// run is one delivery of one command on its way through the pipeline.
+type run struct {
+	p        *Pipeline
+	cmd      events.Command
+	delivery events.Delivery
+	origin   events.Origin
+	log      *slog.Logger
+	verb     Verb
+
+	endpoint netbox.Endpoint
+	client   *proxmox.Client
+	prep     prepared
+
+	// attempt counts the command's attempts, 1 first: the failures recorded so far, plus one.
+	attempt int
+	// last is the newest step an earlier delivery published (zero Seq when none).
+	last events.Step
+	// wrote is set once this delivery holds a command whose write may have been sent: no
+	// failure of it is counted or answered as failed from then on.
+	wrote bool
+	// approval is the decision on a command that needed approval, journaled with it.
+	approval *store.Approval
+
+	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
+	seq     int
+	started time.Time
+	ownerID string
+}
+
+// journalState says what the result reports about the journal.
+type journalState struct {
+	url       string
+	finalized bool
+}
+
+// noJournal is the journal state of outcomes that have no journal entry (gate refusals,
+// reads, expiry, cancellation): their results carry no journal_finalized.
+var noJournal = journalState{}
+
+// failure classes: what a verb's or dependency's error means for the command.
+type failure int
+
+const (
+	// final: the error is the command's outcome (a refusal, a failed task).
+	final failure = iota
+	// unavailable: a dependency could not be reached or is busy: the command waits and spends
+	// no attempt.
+	unavailable
+	// attemptFailed: the attempt failed for a reason that may not clear by waiting alone; it is
+	// counted against MaxAttempts.
+	attemptFailed
+)
+
+// recall reads what earlier deliveries left: the newest step event (its seq continues, so
+// event ids never collide) and the failed attempts so far. When either cannot be read the
+// command waits: nothing has been done yet.
+func (r *run) recall(ctx context.Context) (events.Disposition, bool) {
+	last, ok, err := r.p.cfg.History.LastStep(ctx, r.cmd.Ref())
+	if err != nil {
+		r.log.Warn("events stream: the command's steps cannot be read; waiting", "err", err)
+		return r.redeliver(r.waitDelay()), false
+	}
+	if ok {
+		r.last, r.seq = last, last.Seq
+	}
+	failures, err := r.p.cfg.Store.Failures(ctx, r.key())
+	if err != nil {
+		r.log.Warn("store: failed attempts cannot be read; waiting", "err", err)
+		return r.redeliver(r.waitDelay()), false
+	}
+	r.attempt = failures + 1
+	return events.Disposition{}, true
+}
+
+func (r *run) handle(ctx context.Context) events.Disposition {
+	r.started = r.p.cfg.Now()
+	if why := r.expiry(); why != "" {
+		if disp, done := r.expire(ctx, why); done {
+			return disp
+		}
+	}
+	if r.verb.VerbAccess() == Control {
+		return r.control(ctx)
+	}
+	if r.delivery.Number > 1 && r.verb.VerbAccess() == Write {
+		// it may have finished meanwhile, or been cancelled while it waited
+		if disp, done := r.fromRecord(ctx); done {
+			return disp
+		}
+	}
+	if out, transient := r.gate(ctx); out != nil {
+		if transient {
+			return r.wait(ctx, "gate", events.StepRetrying, out.Detail, r.waitDelay())
+		}
+		return r.refuse(ctx, *out)
+	}
+	prep, invalid := r.verb.prepare(r.cmd.Data)
+	r.prep = prep
+	switch {
+	case invalid != nil && (r.verb.VerbAccess() == Read || r.cmd.DryRun): // a dry run journals nothing
+		return r.answer(ctx, *invalid, noJournal)
+	case invalid != nil:
+		return r.refuseInvalid(ctx, *invalid)
+	}
+	if r.delivery.Number > 1 && r.needsApproval() {
+		// still awaiting approval: looked up before locating, so waiting costs no Proxmox read
+		if disp, waits := r.stillAwaiting(ctx); waits {
+			return disp
+		}
+	}
+	if r.prep.locate != nil {
+		located, err := r.prep.locate(ctx, r.client)
+		if err != nil {
+			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) events.Disposition { return r.refuseLocated(ctx, out) })
+		}
+		r.prep = located
+	}
+	if r.verb.VerbAccess() == Read {
+		return r.read(ctx)
+	}
+	if r.cmd.DryRun {
+		return r.dryRun(ctx)
+	}
+	if r.needsApproval() {
+		if disp, waits := r.awaitApproval(ctx); waits {
+			return disp
+		}
+	}
+	return r.write(ctx)
+}
+
+// settleBeforeWrite handles an error met before anything was written or journaled: a final one
+// is answered through answer, an unreachable dependency is waited for, anything else is a
+// failed attempt.
+func (r *run) settleBeforeWrite(ctx context.Context, stage string, err error, answer func(Outcome) events.Disposition) events.Disposition {
+	out, class := classify(err)
+	switch class {
+	case unavailable:
+		r.log.Info("dependency unavailable before any write; waiting", "stage", stage, "err", r.scrub(err.Error()))
+		return r.wait(ctx, stage, events.StepRetrying, waitDetail(err, "Proxmox is unavailable; nothing was written"), r.waitDelay())
+	case attemptFailed:
+		return r.failed(ctx, stage, err)
+	}
+	return answer(out)
+}
+
+// gate is contract §4 step 1. It returns the refusal, and whether it is transient.
+func (r *run) gate(ctx context.Context) (*Outcome, bool) {
+	if !r.cmd.HasEndpointID {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointIDRequired}, false
+	}
+	client, ok := r.p.cfg.Proxmox.Get(r.cmd.EndpointID)
+	if !ok {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound, Detail: "endpoint not in the endpoints file"}, false
+	}
+	if r.verb.VerbAccess() == Write && client.Endpoint().ReadOnly {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: "read-only in the endpoints file"}, false
+	}
+	ep, err := r.p.cfg.Endpoints.Endpoint(ctx, r.cmd.EndpointID)
+	switch {
+	case errors.Is(err, netbox.ErrNotFound):
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound}, false
+	case err != nil:
+		r.log.Warn("gate: netbox unavailable", "err", err)
+		return &Outcome{Status: 503, Result: ResultFailed, Reason: ReasonNetBoxUnavailable, Detail: waitDetail(err, "NetBox did not answer the endpoint lookup")}, true
+	}
+	r.endpoint, r.client = ep, client
+	if r.verb.VerbAccess() == Write && !ep.AllowWrites {
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: cmp.Or(ep.WritesClosedReason, "allow_writes is not true in NetBox")}, false
+	}
+	return nil, false
+}
+
+// refuse answers a gate refusal. A write command cancelled before its delivery is answered
+// from its record instead, so it has one outcome.
+func (r *run) refuse(ctx context.Context, out Outcome) events.Disposition {
+	if r.verb.VerbAccess() == Write {
+		if disp, done := r.fromRecord(ctx); done {
+			return disp
+		}
+	}
+	return r.answer(ctx, out, noJournal)
+}
+
+// refuseLocated answers a refusal met while locating the command's object (a guest not
+// found). A write command that had already started — its guest deleted by its own write, say,
+// before a crash — is not answered that refusal: it may have written, so it ends 502
+// proxmox_write_unconfirmed, its journal entry finalized when its progress is known.
+func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition {
+	if r.verb.VerbAccess() != Write || r.cmd.DryRun {
+		return r.answer(ctx, out, noJournal)
+	}
+	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case state == store.Finished:
+		return r.replay(ctx, raw)
+	case state == store.Absent:
+		return r.answer(ctx, out, noJournal)
+	}
+	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case claim.State == store.Done:
+		return r.replay(ctx, claim.Result)
+	case claim.State == store.Claimed: // released meanwhile: nothing had been written
+		r.release(ctx, claim.Lease)
+		return r.answer(ctx, out, noJournal)
+	case claim.State != store.Resumed:
+		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
+	}
+	ctx = context.WithoutCancel(ctx)
+	unconfirmed := unconfirmedWrite()
+	unconfirmed.Detail = "the command had started and its write may have been sent, but its object can no longer be found (" +
+		cmp.Or(out.Detail, out.Reason) + "); it is not sent again: check it in Proxmox"
+	journal := journalState{}
+	if claim.ProgressKnown && claim.Progress.JournalID != 0 {
+		journal = r.finalize(ctx, claim.Progress, unconfirmed, "")
+	}
+	r.log.Warn("a started command's object can no longer be located; answered unconfirmed", "reason", out.Reason)
+	return r.complete(ctx, claim.Lease, unconfirmed, journal)
+}
+
+// fromRecord answers a command whose outcome is already stored, from its record, and reports
+// true; it reports false when the command has no stored outcome. An unreachable store is
+// waited for.
+func (r *run) fromRecord(ctx context.Context) (events.Disposition, bool) {
+	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err), true
+	case state == store.Finished:
+		return r.replay(ctx, raw), true
+	}
+	return events.Disposition{}, false
+}
+
+// read runs a read verb: no idempotency, no journal.
+func (r *run) read(ctx context.Context) events.Disposition {
+	out, err := r.prep.dispatch(ctx, r.exec(nil, store.Progress{}))
+	if err != nil {
+		return r.settleBeforeWrite(ctx, "dispatch", err, func(out Outcome) events.Disposition { return r.answer(ctx, out, noJournal) })
+	}
+	return r.answer(ctx, out, noJournal)
+}
+
+// refuseInvalid is contract §4 step 2 for a write verb: one terminal warning entry on the
+// endpoint, no Proxmox call, and the outcome stored so a redelivery does not journal twice.
+func (r *run) refuseInvalid(ctx context.Context, out Outcome) events.Disposition {
+	return r.refuseJournaled(ctx, out, func(context.Context) (string, int64, error) {
+		return netbox.ObjectTypeEndpoint, r.cmd.EndpointID, nil
+	})
+}
+
+// refuseJournaled answers a write command that is refused before anything was dispatched (an
+// invalid body, a rejected approval) with one terminal warning entry on the object target
+// names, no Proxmox call, and the outcome stored so a redelivery does not journal twice.
+func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(context.Context) (string, int64, error)) events.Disposition {
+	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
+	if err != nil {
+		return r.storeDown(ctx, err)
+	}
+	switch claim.State {
+	case store.Done:
+		return r.replay(ctx, claim.Result)
+	case store.Claimed, store.Resumed:
+	default:
+		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
+	}
+	ctx = context.WithoutCancel(ctx)
+	journal := journalState{}
+	entry := claim.Progress
+	comments := r.comments(out, "")
+	if entry.JournalID == 0 {
+		objectType, objectID, err := target(ctx)
+		var ref netbox.JournalRef
+		if err == nil {
+			ref, err = r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
+				ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindWarning, Comments: comments,
+			})
+		}
+		switch {
+		case err == nil:
+			journal = journalState{url: ref.URL, finalized: true}
+		case netbox.ShouldWait(err):
+			r.log.Warn("journal: invalid body entry not written; waiting for NetBox", "err", err)
+			r.release(ctx, claim.Lease)
+			return r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable"), r.waitDelay())
+		default:
+			r.log.Warn("journal: invalid body entry refused", "err", err)
+		}
+	} else {
+		journal = r.finalize(ctx, entry, out, comments)
+	}
+	return r.complete(ctx, claim.Lease, out, journal)
+}
+
+// write is contract §4 steps 3–7 for a valid write command.
+func (r *run) write(ctx context.Context) events.Disposition {
+	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards()}
+	if r.cmd.IdempotencyKey != "" {
+		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
+	}
+	claim, disp, ok := r.claim(ctx, req)
+	if !ok {
+		return disp
+	}
+	if ctx.Err() != nil { // draining, and nothing has started: let another replica take it
+		r.release(context.WithoutCancel(ctx), claim.Lease)
+		return r.redeliver(0)
+	}
+	// From the write-ahead entry on, the command is completed even while the process drains.
+	ctx = context.WithoutCancel(ctx)
+	stop := r.keepLease(ctx, claim.Lease)
+	defer stop()
+	return r.execute(ctx, claim)
+}
+
+// unclaimed answers a claim that did not give this delivery the command: a finished command
+// is answered from its record, a reused Idempotency-Key refused, and a command running
+// elsewhere (this one, or the owner of its Idempotency-Key) waited for.
+func (r *run) unclaimed(ctx context.Context, claim store.Claim) events.Disposition {
+	switch claim.State {
+	case store.Done:
+		return r.replay(ctx, claim.Result)
+	case store.IdemReplay:
+		if err := r.p.cfg.Store.CompleteReplay(ctx, r.key(), claim.Result); err != nil {
+			r.log.Warn("store: replay not recorded", "err", err)
+		}
+		return r.replay(ctx, claim.Result)
+	case store.IdemReused:
+		return r.refuseReused(ctx)
+	case store.Busy:
+		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
+	case store.IdemInFlight:
+		return r.wait(ctx, "claim", events.StepWaiting, "a command with the same Idempotency-Key is running", r.p.cfg.BusyDelay)
+	}
+	return r.failed(ctx, "claim", fmt.Errorf("unexpected claim state %s", claim.State))
+}
+
+// execute runs a claimed command from its write-ahead journal entry to its result. The
+// write-ahead entry is the command's intent record: nothing is checkpointed to Redis on the way,
+// so the happy path costs the store only Claim and Complete.
+func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition {
+	lease, progress := claim.Lease, claim.Progress
+	if claim.State == store.Resumed && !claim.ProgressKnown {
+		found, disp, ok := r.recoverProgress(ctx, lease)
+		if !ok {
+			return disp
+		}
+		progress = found
+	}
+	if progress.JournalID == 0 {
+		objectType, objectID, err := r.journalTarget(ctx)
+		var ref netbox.JournalRef
+		if err == nil {
+			ref, err = r.p.cfg.Journal.CreateJournalEntry(ctx, netbox.JournalEntry{
+				ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindInfo,
+				Comments: r.comments(Outcome{Result: "in_progress"}, ""),
+			})
+		}
+		if err != nil {
+			if netbox.ShouldWait(err) {
+				r.log.Warn("journal: write-ahead entry not written; nothing dispatched; waiting for NetBox", "err", err)
+				r.release(ctx, lease)
+				return r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable; nothing was dispatched"), r.waitDelay())
+			}
+			r.log.Warn("journal: write-ahead entry refused; nothing dispatched", "err", err)
+			out := Outcome{Status: 503, Result: ResultFailed, Reason: ReasonJournalUnavailable, Detail: "NetBox refused the write-ahead journal entry; nothing was dispatched"}
+			return r.complete(ctx, lease, out, journalState{})
+		}
+		progress.JournalID, progress.JournalURL = ref.ID, ref.URL
+	}
+	if claim.State == store.Resumed {
+		r.log.Info("resuming a command whose previous attempt stopped", "prior_dispatch", progress.Dispatched,
+			"progress_recorded", claim.ProgressKnown)
+	}
+	r.wrote = progress.Dispatched
+	x := r.exec(&lease, progress)
+	out, err := r.dispatch(ctx, x)
+	if err != nil {
+		mapped, class := classify(err)
+		if class != final {
+			return r.interrupted(ctx, lease, x, err, class)
+		}
+		out = mapped
+	}
+	journal := r.finalize(ctx, x.progress, out, out.UPID)
+	return r.complete(ctx, lease, out, journal)
+}
+
+// dispatch is the write protocol (contract §4 step 5): a command that an earlier attempt may
+// have sent is confirmed by reading and never sent again; so is a write whose answer was lost.
+// A panic in the verb is an error here, so the protocol still knows whether a write left.
+func (r *run) dispatch(ctx context.Context, x *Exec) (out Outcome, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.log.Error("verb panicked", "panic", fmt.Sprint(v))
+			out, err = Outcome{}, fmt.Errorf("%w: %v", errInternal, v)
+		}
+	}()
+	if x.PriorDispatch() {
+		return r.confirm(ctx, x, "an earlier attempt of this command may have sent its write")
+	}
+	out, err = r.prep.dispatch(ctx, x)
+	if errors.Is(err, proxmox.ErrAnswerLost) && x.Dispatched() {
+		return r.confirm(ctx, x, "the answer to the write was lost")
+	}
+	return out, err
+}
+
+// confirm asks the verb to tell by reading whether the interrupted write took effect; a verb
+// whose write cannot be confirmed answers 502 proxmox_write_unconfirmed. The write is never sent
+// a second time.
+func (r *run) confirm(ctx context.Context, x *Exec, why string) (Outcome, error) {
+	x.prior = true
+	if r.prep.confirm == nil {
+		x.Step(ctx, "confirm", events.StepError, "", why+"; it cannot be confirmed by reading and is not sent twice")
+		return unconfirmedWrite(), nil
+	}
+	x.Step(ctx, "confirm", events.StepStarted, "", why+"; confirming by reading")
+	out, err := r.prep.confirm(ctx, x)
+	if err != nil {
+		x.Step(ctx, "confirm", events.StepError, "", "")
+		return out, err
+	}
+	x.Step(ctx, "confirm", events.StepDone, "", out.Result)
+	return out, nil
+}
+
+// interrupted handles a dispatch that ended without an outcome. Nothing written yet: the
+// command is suspended with its journal entry and waits (an unreachable dependency) or counts a
+// failed attempt. A write may have been sent: it is suspended as dispatched and comes back to
+// be confirmed by reading; it is never failed for it.
+func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err error, class failure) events.Disposition {
+	if serr := r.p.cfg.Store.Suspend(ctx, lease, x.progress); serr != nil {
+		r.log.Warn("store: suspend failed; the lease expires instead", "err", serr)
+	}
+	switch {
+	case x.Dispatched():
+		r.log.Warn("dispatch interrupted after a write may have been sent; it will be confirmed by reading", "err", r.scrub(err.Error()))
+		return r.wait(ctx, "dispatch", events.StepRetrying, "interrupted after the write may have been sent; it will be confirmed by reading, never sent twice", r.waitDelay())
+	case class == unavailable:
+		r.log.Info("dispatch: dependency unavailable before any write; waiting", "err", r.scrub(err.Error()))
+		return r.wait(ctx, "dispatch", events.StepRetrying, waitDetail(err, "Proxmox is unavailable; nothing was written"), r.waitDelay())
+	}
+	return r.failedClaimed(ctx, lease, x.progress, "dispatch", err)
+}
+
+// recoverProgress is the resume of a command whose previous owner stopped without recording
+// its progress (a crash): its write-ahead entry in NetBox says whether it had begun. Found →
+// that entry, and the write may have been sent (the verb confirms by reading, never resends);
+// not found → nothing was written or dispatched, the command runs as new. NetBox unreachable →
+// the claim is yielded (still unknown for the next owner) and the command waits.
+func (r *run) recoverProgress(ctx context.Context, lease store.Lease) (store.Progress, events.Disposition, bool) {
+	objectType, objectID, err := r.journalTarget(ctx)
+	var ref netbox.JournalRef
+	if err == nil {
+		ref, err = r.p.cfg.Journal.FindJournalEntry(ctx, objectType, objectID, r.cmd.ID)
+	}
+	switch {
+	case err == nil:
+		r.log.Info("resumed: found the write-ahead entry of the previous owner; the write may have been sent", "journal_entry_url", ref.URL)
+		return store.Progress{JournalID: ref.ID, JournalURL: ref.URL, Dispatched: true}, events.Disposition{}, true
+	case errors.Is(err, netbox.ErrNotFound):
+		r.log.Info("resumed: the previous owner wrote no journal entry; running as new")
+		return store.Progress{}, events.Disposition{}, true
+	}
+	r.log.Warn("journal: the previous owner's entry cannot be searched; waiting for NetBox", "err", err)
+	if yerr := r.p.cfg.Store.Yield(ctx, lease); yerr != nil && !errors.Is(yerr, store.ErrLeaseLost) {
+		r.log.Warn("store: yield failed", "err", yerr)
+	}
+	return store.Progress{}, r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable; the interrupted attempt's journal entry cannot be searched"), r.waitDelay()), false
+}
+
+// refuseReused answers 422 idempotency_key_reused without journaling or writing.
+func (r *run) refuseReused(ctx context.Context) events.Disposition {
+	out := Outcome{Status: 422, Result: ResultRefused, Reason: ReasonIdempotencyKeyReused, Detail: "the Idempotency-Key was used with a different request"}
+	raw, res, err := r.record(out, noJournal)
+	if err == nil {
+		if err := r.p.cfg.Store.CompleteReplay(ctx, r.key(), raw); err != nil {
+			r.log.Warn("store: refusal not recorded", "err", err)
+		}
+	}
+	return r.publishResult(ctx, res)
+}
+
+// complete stores the outcome under the command's identity (and key), then publishes the
+// result first-hand. A store failure leaves the message unacked: the redelivery resumes the
+// command, which confirms by reading.
+func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, journal journalState) events.Disposition {
+	raw, res, err := r.record(out, journal)
+	if err != nil {
+		return r.failed(ctx, "encode", err)
+	}
+	if err := r.p.cfg.Store.Complete(ctx, lease, raw); err != nil {
+		r.log.Warn("store: outcome not recorded; the command will be resumed and confirmed", "err", err)
+		return r.wait(ctx, "store", events.StepRetrying, "the store is unavailable; the outcome will be confirmed", r.waitDelay())
+	}
+	attrs := []any{"status", res.Status, "result", res.Result, "reason", res.Reason, "duration", r.p.cfg.Now().Sub(r.started)}
+	if res.JournalFinalized != nil {
+		attrs = append(attrs, "journal_finalized", *res.JournalFinalized)
+	}
+	r.log.Info("command finished", attrs...)
+	return r.publishResult(ctx, res)
+}
+
+// storeDown is a command waiting for an unreachable store: nothing was done.
+func (r *run) storeDown(ctx context.Context, err error) events.Disposition {
+	r.log.Warn("store unreachable; waiting", "err", err)
+	return r.wait(ctx, "store", events.StepRetrying, "the store is unavailable", r.waitDelay())
+}
+
+// wait redelivers the command after delay without spending an attempt, and says so with a
+// `waiting` or `retrying` step (contract §3), unless the last step already said the same.
+func (r *run) wait(ctx context.Context, stage string, status events.StepStatus, detail string, delay time.Duration) events.Disposition {
+	r.note(ctx, stage, status, detail)
+	return r.redeliver(delay)
+}
+
+// note publishes a waiting or retrying step unless it is the command's newest step already
+// (an earlier delivery, or this one, said the same), so a wait is told once.
+func (r *run) note(ctx context.Context, stage string, status events.StepStatus, detail string) {
+	if r.last.Step == stage && r.last.Status == status && r.last.Detail == r.scrub(detail) {
+		return
+	}
+	r.step(ctx, stage, status, "", detail)
+	r.last = events.Step{Step: stage, Status: status, Detail: r.scrub(detail)}
+}
+
+// failed counts a failed attempt made before this delivery claimed the command. After
+// MaxAttempts it reads the command's record before it gives up: a finished command is answered
+// from its record, one that another delivery claimed (and may have written) waits to be
+// resumed, and only one that never claimed is answered 503 attempts_exhausted and
+// dead-lettered. Before MaxAttempts it is redelivered after a growing pause.
+func (r *run) failed(ctx context.Context, stage string, cause error) events.Disposition {
+	if r.wrote {
+		r.log.Warn("failure after a write may have been sent; it will be confirmed by reading", "stage", stage, "err", r.scrub(cause.Error()))
+		return r.redeliver(r.waitDelay())
+	}
+	n, exhausted, disp := r.countFailure(ctx, stage, cause)
+	if !exhausted {
+		return disp
+	}
+	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case state == store.Finished:
+		return r.replay(ctx, raw)
+	case state == store.Running:
+		r.log.Warn("attempts exhausted, but the command is claimed and may have written: it is resumed, not failed")
+		return r.redeliver(r.waitDelay())
+	}
+	out := r.exhaustedOutcome(n, cause)
+	if d := r.answer(ctx, out, noJournal); d.Action != events.Ack {
+		return d
+	}
+	return events.Disposition{Action: events.DeadLetter, Reason: ReasonAttemptsExhausted}
+}
+
+// failedClaimed is failed for a claimed command that wrote its journal entry but no Proxmox
+// write: the exhausted outcome finalizes the entry and is stored before it is dead-lettered.
+func (r *run) failedClaimed(ctx context.Context, lease store.Lease, progress store.Progress, stage string, cause error) events.Disposition {
+	n, exhausted, disp := r.countFailure(ctx, stage, cause)
+	if !exhausted {
+		return disp
+	}
+	out := r.exhaustedOutcome(n, cause)
+	journal := journalState{}
+	if progress.JournalID != 0 {
+		journal = r.finalize(ctx, progress, out, "")
+	}
+	if d := r.complete(ctx, lease, out, journal); d.Action != events.Ack {
+		return d
+	}
+	return events.Disposition{Action: events.DeadLetter, Reason: ReasonAttemptsExhausted}
+}
+
+// countFailure records one failed attempt; it reports the count and whether the attempts are
+// exhausted, and otherwise the redelivery that starts the next attempt.
+func (r *run) countFailure(ctx context.Context, stage string, cause error) (int, bool, events.Disposition) {
+	n, err := r.p.cfg.Store.RecordFailure(ctx, r.key())
+	if err != nil {
+		r.log.Warn("store: failed attempt not counted; waiting", "err", err)
+		return 0, false, r.redeliver(r.waitDelay())
+	}
+	r.log.Warn("attempt failed", "stage", stage, "attempt", n, "max_attempts", r.p.cfg.MaxAttempts, "err", r.scrub(cause.Error()))
+	if n >= r.p.cfg.MaxAttempts {
+		return n, true, events.Disposition{}
+	}
+	r.step(ctx, stage, events.StepRetrying, "", fmt.Sprintf("attempt %d of %d failed; the next one follows", n, r.p.cfg.MaxAttempts))
+	return n, false, r.redeliver(r.backoff(n))
+}
+
+func (r *run) exhaustedOutcome(n int, cause error) Outcome {
+	return Outcome{Status: 503, Result: ResultFailed, Reason: ReasonAttemptsExhausted,
+		Detail: fmt.Sprintf("%d attempts failed before any Proxmox write; nothing was written; the last failure: %s", n, r.scrub(cause.Error()))}
+}
+
+func (r *run) redeliver(delay time.Duration) events.Disposition {
+	return events.Disposition{Action: events.Redeliver, Delay: delay}
+}
+
+// waitDelay is the pause of a command waiting for an unreachable dependency: it grows with the
+// deliveries (1s, 2s, 4s, …) up to MaxWait.
+func (r *run) waitDelay() time.Duration { return r.backoff(int(min(r.delivery.Number, 32))) }
+
+// backoff is BusyDelay doubled n-1 times, at most MaxWait.
+func (r *run) backoff(n int) time.Duration {
+	d := r.p.cfg.BusyDelay << min(max(n-1, 0), 16)
+	return min(d, r.p.cfg.MaxWait)
+}
+
+func (r *run) release(ctx context.Context, lease store.Lease) {
+	if err := r.p.cfg.Store.Release(ctx, lease); err != nil && !errors.Is(err, store.ErrLeaseLost) {
+		r.log.Warn("store: release failed", "err", err)
+	}
+}
+
+// keepLease renews the command's lease, its Idempotency-Key record and its guards (one Redis
+// script) every third of the lease TTL until the returned stop is called, which waits for the
+// renewing goroutine to end.
+func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(r.p.cfg.Store.Options().LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := r.p.cfg.Store.Renew(ctx, lease)
+			switch {
+			case errors.Is(err, store.ErrLeaseLost):
+				return // completed (or taken over): nothing left to keep alive
+			case errors.Is(err, store.ErrGuardLost):
+				// the claim's own fencing keeps the command's records safe
+				r.log.Warn("store: a guard expired and was taken by another command", "err", err)
+			case err != nil && ctx.Err() == nil:
+				r.log.Warn("store: lease renewal failed", "err", err)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (r *run) key() store.CommandKey { return store.CommandKey{Source: r.cmd.Source, ID: r.cmd.ID} }
+
+// owner names this delivery (unique per delivery) in every lease it takes.
+func (r *run) owner() string {
+	if r.ownerID == "" {
+		r.ownerID = fmt.Sprintf("%s/%d/%d", r.p.cfg.Instance, r.delivery.Number, r.p.cfg.Now().UnixNano())
+	}
+	return r.ownerID
+}
+
+// scrub removes this command's secrets and secret-named assignments from text.
+func (r *run) scrub(s string) string { return redact.Values(s, r.prep.secrets...) }
