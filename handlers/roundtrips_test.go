@@ -86,6 +86,8 @@ type httpLog struct {
 	next http.Handler
 	mu   sync.Mutex
 	reqs []string
+	// after, when set, is called with each request's line once it has been answered.
+	after func(line string)
 }
 
 func (h *httpLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -95,8 +97,12 @@ func (h *httpLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	h.reqs = append(h.reqs, line)
+	after := h.after
 	h.mu.Unlock()
 	h.next.ServeHTTP(w, r)
+	if after != nil {
+		after(line)
+	}
 }
 
 func (h *httpLog) take() []string {
@@ -131,6 +137,22 @@ func (c *collector) LastStep(context.Context, string) (events.Step, bool, error)
 }
 
 func (c *collector) HasResult(context.Context, string) (bool, error) { return false, nil }
+
+// waiting reports whether command id has published a waiting step.
+func (c *collector) waiting(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.msgs {
+		var ev struct {
+			Data events.Step `json:"data"`
+		}
+		if strings.HasSuffix(m.Subject, ".step") && json.Unmarshal(m.Data, &ev) == nil &&
+			ev.Data.CommandID == id && ev.Data.Status == events.StepWaiting {
+			return true
+		}
+	}
+	return false
+}
 
 // result returns the result event of command id.
 func (c *collector) result(t *testing.T, id string) events.Result {
@@ -212,6 +234,18 @@ func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// resultOf handles one command of verb as its first delivery (arrived in the stream now) and
+// returns its result.
+func (e *rtEnv) resultOf(t *testing.T, verb, id, data string) events.Result {
+	t.Helper()
+	cmd := events.Command{ID: id, Source: "/test/" + verb, Type: events.TypePrefix + verb, Verb: verb,
+		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(data)}
+	if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
+		t.Fatalf("%s: decision %+v, want done", id, d)
+	}
+	return e.pub.result(t, id)
 }
 
 // run handles cmd as its first delivery and checks its result.

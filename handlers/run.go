@@ -38,6 +38,12 @@ type run struct {
 	wrote bool
 	// approval is the decision on a command that needed approval, journaled with it.
 	approval *store.Approval
+	// relocate locates the command's object again (nil for a verb that locates nothing): after
+	// a wait, and when its object is no longer where it was located, what the command acts on
+	// is read again.
+	relocate func(ctx context.Context, c *proxmox.Client) (prepared, error)
+	// waited is set once this delivery has waited in the wait room for a guard.
+	waited bool
 
 	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
 	seq     int
@@ -127,6 +133,7 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 		}
 	}
 	if r.prep.locate != nil {
+		r.relocate = r.prep.locate
 		located, err := r.prep.locate(ctx, r.client)
 		if err != nil {
 			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) events.Disposition { return r.refuseLocated(ctx, out) })
@@ -329,6 +336,12 @@ func (r *run) write(ctx context.Context) events.Disposition {
 		r.release(context.WithoutCancel(ctx), claim.Lease)
 		return r.redeliver(0)
 	}
+	if r.waited && claim.State == store.Claimed {
+		// another command held the guest meanwhile: what this one acts on is read again
+		if disp, ok := r.locateAgain(ctx, claim.Lease); !ok {
+			return disp
+		}
+	}
 	// From the write-ahead entry on, the command is completed even while the process drains.
 	ctx = context.WithoutCancel(ctx)
 	stop := r.keepLease(ctx, claim.Lease)
@@ -423,6 +436,14 @@ func (r *run) dispatch(ctx context.Context, x *Exec) (out Outcome, err error) {
 		return r.confirm(ctx, x, "an earlier attempt of this command may have sent its write")
 	}
 	out, err = r.prep.dispatch(ctx, x)
+	if errors.Is(err, proxmox.ErrVMNotFound) && !x.Dispatched() && r.relocate != nil {
+		// located before the claim, the guest may have moved since: act where it is now
+		if again, lerr := r.followGuest(ctx, x); lerr != nil {
+			return Outcome{}, lerr
+		} else if again {
+			out, err = r.prep.dispatch(ctx, x)
+		}
+	}
 	if errors.Is(err, proxmox.ErrAnswerLost) && x.Dispatched() {
 		return r.confirm(ctx, x, "the answer to the write was lost")
 	}

@@ -78,12 +78,7 @@ func backupEnv(t *testing.T) *rtEnv {
 // backupResult handles one vm.backup as a first delivery and returns its result.
 func (e *rtEnv) backupResult(t *testing.T, id, data string) events.Result {
 	t.Helper()
-	cmd := events.Command{ID: id, Source: "/test/backup", Type: events.TypePrefix + "vm.backup", Verb: "vm.backup",
-		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(data)}
-	if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
-		t.Fatalf("%s: decision %+v, want done", id, d)
-	}
-	return e.pub.result(t, id)
+	return e.resultOf(t, "vm.backup", id, data)
 }
 
 // backupOutput is vm.backup's output.

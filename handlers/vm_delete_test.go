@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -50,12 +49,7 @@ func TestVMDeleteDecode(t *testing.T) {
 // deleteResult handles one vm.delete as a first delivery and returns its result.
 func (e *rtEnv) deleteResult(t *testing.T, id, data string) events.Result {
 	t.Helper()
-	cmd := events.Command{ID: id, Source: "/test/delete", Type: events.TypePrefix + "vm.delete", Verb: "vm.delete",
-		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(data)}
-	if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1}); d.Action != events.Ack {
-		t.Fatalf("%s: decision %+v, want done", id, d)
-	}
-	return e.pub.result(t, id)
+	return e.resultOf(t, "vm.delete", id, data)
 }
 
 // pveWrites returns the simulator's non-GET requests as "METHOD path?params".

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -49,12 +48,7 @@ func TestVMMigrateDecode(t *testing.T) {
 // migrateResult handles one vm.migrate as a first delivery and returns its result.
 func (e *rtEnv) migrateResult(t *testing.T, id, data string) events.Result {
 	t.Helper()
-	cmd := events.Command{ID: id, Source: "/test/migrate", Type: events.TypePrefix + "vm.migrate", Verb: "vm.migrate",
-		EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(data)}
-	if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1}); d.Action != events.Ack {
-		t.Fatalf("%s: decision %+v, want done", id, d)
-	}
-	return e.pub.result(t, id)
+	return e.resultOf(t, "vm.migrate", id, data)
 }
 
 // migratePOSTs returns the parameters of every migrate POST the simulator received.

@@ -147,6 +147,7 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 		if woken, disp, again = r.awaitGuard(ctx, claim, until); !again {
 			return claim, disp, false
 		}
+		r.waited = true
 	}
 }
 

@@ -1,0 +1,133 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/proxbus/proxbus/events"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
+	"github.com/proxbus/proxbus/store"
+)
+
+// simCall sends one request to the simulator as another Proxmox user would (the GUI, a second
+// proxbus), and fails the test unless it is answered 200.
+func simCall(t *testing.T, sim *simpve.Server, method, path string, form url.Values) {
+	t.Helper()
+	req := httptest.NewRequest(method, "/api2/json"+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "PVEAPIToken="+simpve.DemoTokenID+"="+simpve.DemoSecret)
+	rec := httptest.NewRecorder()
+	sim.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, path, rec.Code, rec.Body)
+	}
+}
+
+// TestActsWhereTheGuestIsNow pins that a command acts on its guest where the guest is when it
+// acts, not where it was located: between the command's locate (GET /cluster/resources) and its
+// dispatch, the guest is migrated away (as a command queued ahead of it, or the GUI, would). The
+// command follows it to its new node and succeeds there; a guest deleted meanwhile is answered
+// 404 vm_not_found as it is now. Without the second look the first two answered 404
+// vm_not_found for a guest that exists.
+func TestActsWhereTheGuestIsNow(t *testing.T) {
+	t.Parallel()
+	migrate := func(sim *simpve.Server) {
+		simCall(t, sim, "POST", "/nodes/pve3/qemu/102/migrate", url.Values{"target": {"pve1"}, "online": {"1"}})
+	}
+	remove := func(sim *simpve.Server) {
+		simCall(t, sim, "DELETE", "/nodes/pve2/lxc/201", nil)
+	}
+	tests := []struct {
+		name, verb, data string
+		meanwhile        func(*simpve.Server)
+		status           int
+		result, reason   string
+		check            func(t *testing.T, sim *simpve.Server)
+	}{
+		{name: "snapshot of a guest migrated away", verb: "vm.snapshot.create", data: `{"vm":"app-01","snapshot":"aftermove"}`,
+			meanwhile: migrate, status: 201, result: ResultCreated,
+			check: func(t *testing.T, sim *simpve.Server) {
+				g, _ := sim.Guest(102)
+				if _, ok := g.Snapshots["aftermove"]; !ok || g.Node != "pve1" {
+					t.Errorf("guest 102 on %s with snapshots %v, want aftermove on pve1", g.Node, g.Snapshots)
+				}
+			}},
+		{name: "migration of a guest migrated away", verb: "vm.migrate", data: `{"vm":102,"target_node":"pve2"}`,
+			meanwhile: migrate, status: 200, result: ResultOK,
+			check: func(t *testing.T, sim *simpve.Server) {
+				if g, _ := sim.Guest(102); g.Node != "pve2" {
+					t.Errorf("guest 102 on %s, want pve2", g.Node)
+				}
+			}},
+		{name: "snapshot of a guest deleted meanwhile", verb: "vm.snapshot.create", data: `{"vm":201,"snapshot":"gone"}`,
+			meanwhile: remove, status: 404, result: ResultRefused, reason: ReasonVMNotFound},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newRTEnv(t)
+			var once sync.Once
+			e.pveLog.after = func(line string) {
+				if strings.HasPrefix(line, "GET /api2/json/cluster/resources") {
+					once.Do(func() { tc.meanwhile(e.pve) })
+				}
+			}
+			res := e.resultOf(t, tc.verb, "moved-"+strings.ReplaceAll(tc.name, " ", "-"), tc.data)
+			if res.Status != tc.status || res.Result != tc.result || res.Reason != tc.reason {
+				t.Fatalf("result %d %s %s (%s), want %d %s %s", res.Status, res.Result, res.Reason, res.Detail, tc.status, tc.result, tc.reason)
+			}
+			if tc.check != nil {
+				tc.check(t, e.pve)
+			}
+		})
+	}
+}
+
+// TestWaitedCommandLocatesAgain pins contract §4's "after any wait, read again what you act
+// on": a vm.backup of guest 102 waits in the wait room while another command holds the guest;
+// meanwhile the guest is migrated from pve3 to pve1; once the guest is given back, the backup
+// locates it again and backs it up on pve1. Without the second look its vzdump was sent to
+// pve3, which no longer has the guest, and it answered 502 proxmox_write_unconfirmed.
+func TestWaitedCommandLocatesAgain(t *testing.T) {
+	t.Parallel()
+	e := newRTEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.p.WatchGuards(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	key := store.GuestResource(1, 102)
+	held, err := e.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: store.CommandKey{Source: "/other", ID: "holder"},
+		Owner: "other/holder", Guards: store.Guards{Resource: &key}})
+	if err != nil || held.State != store.Claimed {
+		t.Fatalf("holder: %v %v", held.State, err)
+	}
+	done := make(chan events.Result, 1)
+	go func() { done <- e.resultOf(t, "vm.backup", "waited-backup", `{"vm":102,"storage":"local"}`) }()
+	for !e.pub.waiting("waited-backup") {
+		select {
+		case res := <-done:
+			t.Fatalf("answered without waiting: %+v", res)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	simCall(t, e.pve, "POST", "/nodes/pve3/qemu/102/migrate", url.Values{"target": {"pve1"}, "online": {"1"}})
+	if err := e.p.cfg.Store.Release(ctx, held.Lease); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.Status != 201 || res.Result != ResultCreated {
+		t.Fatalf("result %d %s %s (%s), want 201 created", res.Status, res.Result, res.Reason, res.Detail)
+	}
+	var out backupOutput
+	if err := json.Unmarshal(res.Output, &out); err != nil || !strings.HasPrefix(out.UPID, "UPID:pve1:") {
+		t.Errorf("output %s (%v), want a vzdump task on pve1", res.Output, err)
+	}
+}
