@@ -76,7 +76,7 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 			calls: []string{resources, qemuStatus, "GET /nodes/{node}/qemu/{vmid}/snapshot", "POST /nodes/{node}/qemu/{vmid}/snapshot"}, polls: 1},
 		{name: "vm.backup", verb: "vm.backup", data: `{"vm":"web-01","storage":"pbs-api","notes_template":"{{guestname}}, from the tour"}`,
 			status: 201, result: ResultCreated,
-			calls: []string{resources, storages, "POST /nodes/{node}/vzdump", "GET /nodes/{node}/storage/{storage}/content"}, polls: 1},
+			calls: []string{resources, storages, "POST /nodes/{node}/vzdump", "GET /nodes/{node}/tasks/{upid}/log", "GET /nodes/{node}/storage/{storage}/content"}, polls: 1},
 		{name: "vm.provision (template, across nodes)", verb: "vm.provision",
 			data: `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048,"cores":2,"disk_gb":10,` +
 				`"cloud_init":{"user":"ops","password":"demo-ci-secret","ssh_keys":["ssh-ed25519 AAAAC3Nza demo@proxbus"],"ipconfig0":"ip=dhcp"},"extra_networks":[{"index":1,"bridge":"vmbr1","vlan_tag":20}]}`,

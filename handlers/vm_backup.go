@@ -28,13 +28,7 @@ type BackupInput struct {
 	Compress      string `json:"compress,omitempty"`
 	NotesTemplate string `json:"notes_template,omitempty"`
 	Protected     bool   `json:"protected,omitempty"`
-	// sent records when this delivery sent the vzdump; shared by the copies of the input, so
-	// that Confirm after a lost answer knows it. Nil or zero: another delivery sent it.
-	sent *backupSent
 }
-
-// backupSent is the time of this delivery's vzdump POST, taken just before it left.
-type backupSent struct{ at time.Time }
 
 // backupModes and backupCompressions are vzdump's mode and compress values.
 var (
@@ -55,7 +49,6 @@ func decodeBackup(f *Fields) BackupInput {
 			return len(s) <= 1024 && notesTemplatePattern.MatchString(s)
 		}),
 		Protected: f.Bool("protected", false),
-		sent:      &backupSent{},
 	}
 	if in.Mode == "" {
 		in.Mode = proxmox.BackupModeSnapshot
@@ -72,12 +65,13 @@ func decodeBackup(f *Fields) BackupInput {
 // VMBackup backs a VM or container up into a storage (contract §9 vm.backup): one POST
 // /nodes/{node}/vzdump for that guest alone, after a check of the storage that refuses one
 // that cannot take it (409 backup_storage_unavailable, nothing written); it waits for the task
-// and reads the backup's volume id back from the storage's content. A new backup is a new
-// volume: 201 created, output {upid, volid, storage, size_bytes?} with the guest's vmid, name,
-// node and type. A lost answer, or an earlier attempt that stopped after sending, is confirmed
-// by the guest's backups in the storage made since the dispatch (and its vzdump tasks, waited
-// for while one runs), never by a second vzdump. Exclusive on the guest; journals on its
-// NetBox VM.
+// and finds the backup it made in the storage's content by the archive the task's log names,
+// never by time (two backups of one guest in one second are two volumes). A new backup is a
+// new volume: 201 created, output {upid, volid, storage, size_bytes?} with the guest's vmid,
+// name, node and type. A lost answer, or an earlier attempt that stopped after sending, is
+// confirmed by the guest's vzdump tasks since the command arrived (waited for while one runs)
+// and the archive the newest one wrote, never by a second vzdump. Exclusive on the guest;
+// journals on its NetBox VM.
 func VMBackup() Verb {
 	return onGuest(Spec[BackupInput]{
 		Name:   "vm.backup",
@@ -99,7 +93,7 @@ func VMBackup() Verb {
 }
 
 // dispatchBackup checks the storage, sends the vzdump, waits for its task and reads the
-// backup it made: the newest of the guest's backups created at or after the task's start.
+// backup it made.
 func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error) {
 	g := in.guest
 	x.Step(ctx, "check_storage", events.StepStarted, "", "")
@@ -117,9 +111,6 @@ func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, erro
 	req := proxmox.BackupRequest{Storage: in.Storage, Mode: in.Mode, Compress: in.Compress, NotesTemplate: in.NotesTemplate, Protected: in.Protected}
 	var upid string
 	_, err := x.Write(ctx, "backup_vm", "vzdump of "+strconv.FormatInt(g.VMID, 10)+" into "+in.Storage, func(ctx context.Context) (Sent, error) {
-		if in.sent != nil {
-			in.sent.at = time.Now()
-		}
 		var err error
 		upid, err = x.Proxmox.Backup(ctx, g, req)
 		return Sent{UPID: upid}, err
@@ -127,118 +118,87 @@ func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, erro
 	if err != nil {
 		return Outcome{}, err
 	}
-	since := x.backupSince(in)
-	if u, perr := proxmox.ParseUPID(upid); perr == nil {
-		since = u.StartTime // Proxmox's clock, like the backup's ctime
+	return backupMadeBy(ctx, x, in, upid)
+}
+
+// backupMadeBy is the outcome of the ended vzdump task upid: the backup it made, found in the
+// storage by the archive its log names (listed within ConfirmFor: a storage may list a new
+// volume late), 201 created; or, when its log names no archive or the storage never lists it,
+// 502 proxmox_write_unconfirmed: the task ended OK, but what it made cannot be told.
+func backupMadeBy(ctx context.Context, x *Exec, in BackupInput, upid string) (Outcome, error) {
+	g := in.guest
+	archive, err := x.Proxmox.BackupArchive(ctx, g.Node, upid)
+	if err != nil {
+		return Outcome{}, err
 	}
 	var vol proxmox.BackupVolume
-	found, err := x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
-		var ok bool
-		var err error
-		vol, ok, err = newestBackup(ctx, x.Proxmox, in, since)
-		return ok, err
-	})
+	found := false
+	if archive != "" {
+		found, err = x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
+			vols, err := x.Proxmox.GuestBackups(ctx, g.Node, in.Storage, g.VMID)
+			if err != nil {
+				return false, err
+			}
+			var ok bool
+			vol, ok = proxmox.BackupOfArchive(vols, archive)
+			return ok, nil
+		})
+	}
 	switch {
 	case err != nil:
 		return Outcome{}, err
+	case archive == "":
+		out := unconfirmedWrite()
+		out.UPID = upid
+		out.Detail = fmt.Sprintf("the vzdump task %s ended OK but its log names no archive of guest %d "+
+			"(vzdump skips a guest that is no longer on node %s); it is not sent twice", upid, g.VMID, g.Node)
+		return out, nil
 	case !found:
 		out := unconfirmedWrite()
 		out.UPID = upid
-		out.Detail = fmt.Sprintf("the vzdump task %s ended OK but storage %s lists no backup of guest %d made since %s "+
-			"(vzdump skips a guest that is no longer on node %s); it is not sent twice",
-			upid, in.Storage, g.VMID, since.UTC().Format(time.RFC3339), g.Node)
+		out.Detail = fmt.Sprintf("the vzdump task %s ended OK and wrote %s, but storage %s does not list it; it is not sent twice",
+			upid, archive, in.Storage)
 		return out, nil
 	}
 	return backupCreated(in, upid, vol), nil
 }
 
-// newestBackup is the newest of the guest's backups in the storage created at or after since.
-func newestBackup(ctx context.Context, c *proxmox.Client, in BackupInput, since time.Time) (proxmox.BackupVolume, bool, error) {
-	vols, err := c.GuestBackups(ctx, in.guest.Node, in.Storage, in.guest.VMID)
-	if err != nil {
-		return proxmox.BackupVolume{}, false, err
-	}
-	v, ok := proxmox.NewestBackupSince(vols, since)
-	return v, ok, nil
-}
-
 // confirmBackup tells, by reading, whether a vzdump whose answer was lost (or whose attempt
-// stopped after sending) made a backup: the guest's backups in the storage created since the
-// dispatch. While none is listed it looks at the guest's vzdump tasks since then: a running
-// one is waited for (however long it runs), a failed one is the outcome (502 task_failed);
-// otherwise it keeps looking for up to ConfirmFor and then answers 502
-// proxmox_write_unconfirmed. It never sends a second vzdump.
+// stopped after sending) made a backup: the newest of the guest's vzdump tasks since the
+// command arrived is waited for while it runs; a failed one is the outcome (502 task_failed),
+// one that ended OK is judged by the backup its log names (backupMadeBy). While no task is
+// listed it keeps looking for up to ConfirmFor and then answers 502 proxmox_write_unconfirmed.
+// It never sends a second vzdump.
 func confirmBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error) {
 	g := in.guest
-	since := x.backupSince(in)
-	var vol proxmox.BackupVolume
-	var upid string
+	since := x.CommandSince()
+	var task proxmox.TaskSummary
 	found, err := x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
-		v, ok, err := newestBackup(ctx, x.Proxmox, in, since)
-		if err != nil || ok {
-			vol = v
-			return ok, err
-		}
 		tasks, err := x.Proxmox.GuestTasks(ctx, g.Node, g.VMID, proxmox.BackupTaskType, since)
 		if err != nil || len(tasks) == 0 {
 			return false, err
 		}
-		t := tasks[0] // the newest
-		upid = t.UPID
-		switch {
-		case t.Running:
-			x.Step(ctx, "confirm", events.StepRunning, t.UPID, "waiting for the guest's vzdump task to end")
-			if err := x.Proxmox.WaitTask(x.runningHook(ctx, "confirm"), g.Node, t.UPID); err != nil {
-				return false, err
-			}
-		case !t.OK():
-			return false, &proxmox.TaskError{UPID: t.UPID, Node: g.Node, ExitStatus: t.Status}
-		}
-		v, ok, err = newestBackup(ctx, x.Proxmox, in, t.Start)
-		vol = v
-		return ok, err
+		task = tasks[0] // the newest
+		return true, nil
 	})
 	switch {
 	case err != nil:
 		return Outcome{}, err
 	case !found:
 		out := unconfirmedWrite()
-		out.UPID = upid
-		out.Detail = fmt.Sprintf("the vzdump may have been sent; storage %s lists no backup of guest %d made since %s and no vzdump task of it runs; it is not sent twice",
-			in.Storage, g.VMID, since.UTC().Format(time.RFC3339))
+		out.Detail = fmt.Sprintf("the vzdump may have been sent; no vzdump task of guest %d on %s started since %s; it is not sent twice",
+			g.VMID, g.Node, since.UTC().Format(time.RFC3339))
 		return out, nil
 	}
-	if upid == "" {
-		upid = backupTaskOf(ctx, x, in, vol)
-	}
-	return backupCreated(in, upid, vol), nil
-}
-
-// backupTaskOf finds the vzdump task that made vol (the newest started at or before its
-// creation); "" when the task list cannot tell.
-func backupTaskOf(ctx context.Context, x *Exec, in BackupInput, vol proxmox.BackupVolume) string {
-	tasks, err := x.Proxmox.GuestTasks(ctx, in.guest.Node, in.guest.VMID, proxmox.BackupTaskType, x.backupSince(in))
-	if err != nil {
-		return ""
-	}
-	for _, t := range tasks {
-		if !t.Start.After(vol.Created) {
-			return t.UPID
+	if task.Running {
+		x.Step(ctx, "confirm", events.StepRunning, task.UPID, "waiting for the guest's vzdump task to end")
+		if err := x.Proxmox.WaitTask(x.runningHook(ctx, "confirm"), g.Node, task.UPID); err != nil {
+			return Outcome{}, err
 		}
+	} else if !task.OK() {
+		return Outcome{}, &proxmox.TaskError{UPID: task.UPID, Node: g.Node, ExitStatus: task.Status}
 	}
-	return ""
-}
-
-// backupSince is the earliest time a backup made by this command can have: when this delivery
-// sent the vzdump, if it did; else [Exec.CommandSince] (the command's arrival in the stream: a
-// vzdump sent by an earlier delivery left after that; without it, this delivery's start, which
-// finds nothing an earlier delivery made, so it answers unconfirmed rather than take another
-// backup for this one's).
-func (x *Exec) backupSince(in BackupInput) time.Time {
-	if in.sent != nil && !in.sent.at.IsZero() {
-		return in.sent.at
-	}
-	return x.CommandSince()
+	return backupMadeBy(ctx, x, in, task.UPID)
 }
 
 // backupCreated is the outcome of a backup found in the storage: 201 created.

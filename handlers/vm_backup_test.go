@@ -190,6 +190,34 @@ func TestVMBackupOutcomes(t *testing.T) {
 	}
 }
 
+// TestVMBackupSameSecond pins that each backup answers its own volume: two backups of one
+// guest into one directory storage within one second (zstd, then uncompressed) are two
+// volumes of that second, and each command's volid is the archive its own vzdump task wrote.
+// Matching by the newest volume of the second answered the second backup with the first's
+// .vma.zst. The pair is taken again (up to ten times) until both tasks start in one second.
+func TestVMBackupSameSecond(t *testing.T) {
+	t.Parallel()
+	for try := range 10 {
+		e := backupEnv(t)
+		first := decodeBackupOutput(t, e.backupResult(t, "zstd", `{"vm":101,"storage":"local","compress":"zstd","mode":"stop"}`))
+		second := decodeBackupOutput(t, e.backupResult(t, "plain", `{"vm":101,"storage":"local","compress":0,"mode":"stop"}`))
+		u1, err1 := proxmox.ParseUPID(first.UPID)
+		u2, err2 := proxmox.ParseUPID(second.UPID)
+		if err1 != nil || err2 != nil {
+			t.Fatalf("upids %q %q: %v %v", first.UPID, second.UPID, err1, err2)
+		}
+		if !u1.StartTime.Equal(u2.StartTime) {
+			t.Logf("try %d: the tasks started in two seconds; again", try)
+			continue
+		}
+		if !strings.HasSuffix(first.VolID, ".vma.zst") || !strings.HasSuffix(second.VolID, ".vma") || first.VolID == second.VolID {
+			t.Fatalf("volids %q and %q, want the first .vma.zst and the second its own .vma", first.VolID, second.VolID)
+		}
+		return
+	}
+	t.Skip("the two backups never started within one second in ten tries")
+}
+
 // TestVMBackupJournal: a backup is journaled on the guest's NetBox VM as a success, with the
 // verb's bullets and the vzdump task.
 func TestVMBackupJournal(t *testing.T) {

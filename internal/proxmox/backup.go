@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -227,21 +229,39 @@ func (c *Client) GuestBackups(ctx context.Context, node, storage string, vmid in
 	return out, nil
 }
 
-// NewestBackupSince returns the newest of backups created at or after since (compared at
-// second precision: PVE's ctime has no fraction), and whether there is one.
-func NewestBackupSince(backups []BackupVolume, since time.Time) (BackupVolume, bool) {
-	floor := since.Truncate(time.Second)
-	var best BackupVolume
-	found := false
-	for _, b := range backups {
-		if b.Created.Before(floor) {
-			continue
+// backupArchiveLine is the line vzdump logs as it starts writing a guest's archive
+// (pve-manager PVE/VZDump.pm, exec_backup_task): "INFO: creating vzdump archive
+// '/var/lib/vz/dump/vzdump-qemu-100-2026_12_02-10_00_00.vma.zst'" into a file storage, "INFO:
+// creating Proxmox Backup Server archive 'vm/100/2026-12-02T10:00:00Z'" into a PBS.
+var backupArchiveLine = regexp.MustCompile(`creating (?:vzdump|Proxmox Backup Server) archive '([^']+)'`)
+
+// BackupArchive reads the log of the vzdump task upid on node (one guest's backup) and returns
+// the archive it wrote: a file path, or a PBS snapshot name. It returns "" when the log names
+// none (the task failed before, or skipped the guest), and the error of a log read that failed.
+func (c *Client) BackupArchive(ctx context.Context, node, upid string) (string, error) {
+	var archive string
+	err := c.scanTaskLog(ctx, node, upid, func(line string) {
+		if m := backupArchiveLine.FindStringSubmatch(line); m != nil {
+			archive = m[1]
 		}
-		if !found || b.Created.After(best.Created) || (b.Created.Equal(best.Created) && b.VolID > best.VolID) {
-			best, found = b, true
+	})
+	return archive, err
+}
+
+// BackupOfArchive returns the backup among backups that is archive, as [Client.BackupArchive]
+// reads it from its task's log: the volume "storage:backup/<file name>" of a file path, or
+// "storage:backup/<snapshot>" of a PBS snapshot name; false when none is.
+func BackupOfArchive(backups []BackupVolume, archive string) (BackupVolume, bool) {
+	name := archive
+	if strings.HasPrefix(archive, "/") {
+		name = path.Base(archive)
+	}
+	for _, b := range backups {
+		if _, rel, ok := strings.Cut(b.VolID, ":backup/"); ok && rel == name && name != "" {
+			return b, true
 		}
 	}
-	return best, found
+	return BackupVolume{}, false
 }
 
 // TaskSummary is one task of a node's task list.

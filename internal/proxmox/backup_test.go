@@ -65,8 +65,8 @@ func TestCheckBackupStorage(t *testing.T) {
 // TestBackup pins Backup and the reads that find its volume: one POST /nodes/{node}/vzdump on
 // the guest's node with vmid, storage, mode, compress, notes-template, protected=1 and always
 // remove=0, the task waited for; GuestBackups then lists the guest's backup (volid, format,
-// size, creation time, notes, protection) and NewestBackupSince picks it from the task's
-// start; GuestTasks lists the vzdump task. A failed job is a *TaskError.
+// size, creation time, notes, protection), BackupArchive reads the archive from the task's log
+// and BackupOfArchive finds the backup by it; GuestTasks lists the vzdump task. A failed job is a *TaskError.
 func TestBackup(t *testing.T) {
 	t.Parallel()
 	sim, c := guestSim(t, -1)
@@ -105,11 +105,12 @@ func TestBackup(t *testing.T) {
 		b.Size != 132<<30 || !b.Created.Equal(u.StartTime) || b.Notes != "web-01" || !b.Protected {
 		t.Errorf("backup %+v", b)
 	}
-	if got, ok := proxmox.NewestBackupSince(backups, u.StartTime.Add(900*time.Millisecond)); !ok || got.VolID != b.VolID {
-		t.Errorf("NewestBackupSince(start + 0.9 s) = %+v, %v; want the backup (second precision)", got, ok)
+	archive, err := c.BackupArchive(testCtx(t), "pve1", upid)
+	if want := "vm/100/" + u.StartTime.Format(time.RFC3339); err != nil || archive != want {
+		t.Fatalf("BackupArchive = %q, %v; want %q", archive, err, want)
 	}
-	if _, ok := proxmox.NewestBackupSince(backups, u.StartTime.Add(time.Second)); ok {
-		t.Error("NewestBackupSince after the backup found it")
+	if got, ok := proxmox.BackupOfArchive(backups, archive); !ok || got.VolID != b.VolID {
+		t.Errorf("BackupOfArchive(%q) = %+v, %v; want the backup", archive, got, ok)
 	}
 	if other, err := c.GuestBackups(testCtx(t), "pve1", "pbs1", 101); err != nil || len(other) != 0 {
 		t.Errorf("another guest's backups = %+v, %v", other, err)
@@ -163,5 +164,30 @@ func TestGuestTasksRunning(t *testing.T) {
 	done, err := c.GuestTasks(ctx, "pve1", 200, proxmox.BackupTaskType, since)
 	if err != nil || len(done) != 1 || done[0].Running || !done[0].OK() {
 		t.Errorf("finished vzdump = %+v, %v", done, err)
+	}
+}
+
+// TestBackupOfArchive pins how a vzdump task's archive names its volume: a file path by its
+// base name under "storage:backup/", a PBS snapshot by its name; two backups of one guest made
+// in one second (one compressed, one not) are told apart.
+func TestBackupOfArchive(t *testing.T) {
+	t.Parallel()
+	backups := []proxmox.BackupVolume{
+		{VolID: "local:backup/vzdump-qemu-100-2026_12_02-23_27_58.vma"},
+		{VolID: "local:backup/vzdump-qemu-100-2026_12_02-23_27_58.vma.zst"},
+		{VolID: "pbs1:backup/vm/100/2026-12-02T23:27:58Z"},
+	}
+	tests := []struct{ archive, want string }{
+		{"/var/lib/vz/dump/vzdump-qemu-100-2026_12_02-23_27_58.vma", "local:backup/vzdump-qemu-100-2026_12_02-23_27_58.vma"},
+		{"/var/lib/vz/dump/vzdump-qemu-100-2026_12_02-23_27_58.vma.zst", "local:backup/vzdump-qemu-100-2026_12_02-23_27_58.vma.zst"},
+		{"vm/100/2026-12-02T23:27:58Z", "pbs1:backup/vm/100/2026-12-02T23:27:58Z"},
+		{"/var/lib/vz/dump/vzdump-qemu-100-2026_12_02-23_27_59.vma", ""},
+		{"", ""},
+	}
+	for _, tc := range tests {
+		got, ok := proxmox.BackupOfArchive(backups, tc.archive)
+		if got.VolID != tc.want || ok != (tc.want != "") {
+			t.Errorf("BackupOfArchive(%q) = %q, %v; want %q", tc.archive, got.VolID, ok, tc.want)
+		}
 	}
 }

@@ -237,31 +237,40 @@ var taskLogErrorLine = regexp.MustCompile(`^(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d )?
 // taskLogError is the last "ERROR: " line of a failed task's log (its first pages), without
 // the prefix, when it says more than exit; "" when there is none or the log cannot be read.
 func (c *Client) taskLogError(ctx context.Context, node, upid, exit string) string {
-	tl := newTaskLog(node, upid)
 	var last string
+	_ = c.scanTaskLog(ctx, node, upid, func(line string) {
+		if m := taskLogErrorLine.FindStringSubmatch(line); m != nil && strings.TrimSpace(m[1]) != "" {
+			last = strings.TrimSpace(m[1])
+		}
+	})
+	if last == "" || last == exit {
+		return ""
+	}
+	return last
+}
+
+// scanTaskLog calls line with each line of the first pages of a task's log (taskLogMaxPages of
+// taskLogPage lines), in order, each once. It returns the error of the first read that failed.
+func (c *Client) scanTaskLog(ctx context.Context, node, upid string, line func(string)) error {
+	tl := newTaskLog(node, upid)
 	for range taskLogMaxPages {
 		var lines []taskLogLine
 		q := url.Values{"start": {strconv.Itoa(tl.seen)}, "limit": {strconv.Itoa(taskLogPage)}}
 		if err := c.do(ctx, request{method: http.MethodGet, path: tl.path, query: q}, &lines); err != nil {
-			break
+			return err
 		}
 		for _, ln := range lines {
 			if ln.N <= tl.seen {
 				continue
 			}
 			tl.seen = ln.N
-			if m := taskLogErrorLine.FindStringSubmatch(ln.T); m != nil && strings.TrimSpace(m[1]) != "" {
-				last = strings.TrimSpace(m[1])
-			}
+			line(ln.T)
 		}
 		if len(lines) < taskLogPage {
-			break
+			return nil
 		}
 	}
-	if last == "" || last == exit {
-		return ""
-	}
-	return last
+	return nil
 }
 
 // reportProgress reads tl's new lines and reports the task's progress to hook, if its log
