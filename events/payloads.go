@@ -43,6 +43,10 @@ type Step struct {
 	// Progress, on a StepRunning step of a long Proxmox task, is how far the task is, as
 	// read from its log; nil when the log gives none.
 	Progress *Progress `json:"progress,omitempty"`
+	// Plan, on the StepWaiting step of a command awaiting approval, is its dry-run plan
+	// (contract §4a, §4b: the outcome expected and the Proxmox writes it would send), for the
+	// approvers; nil otherwise.
+	Plan json.RawMessage `json:"plan,omitempty"`
 	// Attempt counts the command's attempts, 1 first; only a failed attempt starts another
 	// (waiting spends none).
 	Attempt int `json:"attempt"`

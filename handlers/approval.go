@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,11 +30,16 @@ const DefaultApprovalPoll = 2 * time.Second
 // awaitingApproval is the detail of the waiting step of a command awaiting approval.
 const awaitingApproval = "awaiting approval"
 
-// DecisionInput is the data of command.approve and command.reject: the command decided on.
+// DecisionInput is the data of command.approve and command.reject: the command decided on,
+// and why (optional; journaled with the decision).
 type DecisionInput struct {
 	CommandID     string `json:"command_id"`
 	CommandSource string `json:"command_source"`
+	Reason        string `json:"reason,omitempty"`
 }
+
+// maxDecisionReason is the longest reason a decision may give, in bytes.
+const maxDecisionReason = 1024
 
 // DecisionOutput is the output of command.approve and command.reject: the command decided on,
 // its verb and requester when it is known, and the decision once made.
@@ -43,6 +49,10 @@ type DecisionOutput struct {
 	Verb          string `json:"verb,omitempty"`
 	Requester     string `json:"requester,omitempty"`
 	Decision      string `json:"decision,omitempty"`
+	Reason        string `json:"reason,omitempty"`
+	// Early is true when the command had not asked for its approval yet: the decision is kept
+	// and applies when it does.
+	Early bool `json:"early,omitempty"`
 }
 
 // CommandApprove approves a command awaiting approval (contract §4b): it runs on its next
@@ -61,11 +71,14 @@ func decisionVerb(name string, decision store.Decision) Verb {
 			return DecisionInput{
 				CommandID:     f.String("command_id", true, validCommandToken),
 				CommandSource: f.String("command_source", true, validCommandToken),
+				Reason: f.String("reason", false, func(s string) bool {
+					return len(s) <= maxDecisionReason && validCommandToken(s)
+				}),
 			}
 		},
 		Resource: func(in DecisionInput) string { return in.CommandSource + " " + in.CommandID },
 		Dispatch: func(ctx context.Context, x *Exec, in DecisionInput) (Outcome, error) {
-			return x.r.decide(ctx, store.CommandKey{Source: in.CommandSource, ID: in.CommandID}, decision)
+			return x.r.decide(ctx, store.CommandKey{Source: in.CommandSource, ID: in.CommandID}, decision, in.Reason)
 		},
 	}
 }
@@ -76,14 +89,16 @@ func validCommandToken(s string) bool {
 	return s != "" && s == strings.TrimSpace(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }
 
-// decide records the decision of this command's actor on the target command's approval.
-func (r *run) decide(ctx context.Context, target store.CommandKey, decision store.Decision) (Outcome, error) {
-	a, err := r.p.cfg.Store.Decide(ctx, target, decision, r.actor())
+// decide records the decision of this command's actor, with reason, on the target command's
+// approval. A decision on a command that has not asked for its approval yet is kept and
+// applies when it does (contract §4b).
+func (r *run) decide(ctx context.Context, target store.CommandKey, decision store.Decision, reason string) (Outcome, error) {
+	a, err := r.p.cfg.Store.Decide(ctx, target, decision, r.actor(), reason)
 	output := DecisionOutput{CommandID: target.ID, CommandSource: target.Source, Verb: a.Verb, Requester: a.Requester}
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return Outcome{Status: 404, Result: ResultRefused, Reason: ReasonCommandNotFound,
-			Detail: "no command with this source and id is awaiting approval (proxbus pending lists them)"}, nil
+	case errors.Is(err, store.ErrFinished):
+		return Outcome{Status: 409, Result: ResultRefused, Reason: ReasonNotAwaitingApproval,
+			Detail: "the command has finished; there is nothing left to decide (proxbus events --id shows its result)", Output: output}, nil
 	case errors.Is(err, store.ErrSelfApproval):
 		return Outcome{Status: 403, Result: ResultRefused, Reason: ReasonApproverIsRequester,
 			Detail: "the command was requested by " + a.Requester + ", who cannot decide on it; another actor must", Output: output}, nil
@@ -93,9 +108,15 @@ func (r *run) decide(ctx context.Context, target store.CommandKey, decision stor
 	case err != nil:
 		return Outcome{}, errors.Join(errTransient, err)
 	}
-	output.Decision = string(a.Decision)
-	r.log.Info("approval decided", "target_command_id", target.ID, "target_command_source", target.Source, "decision", a.Decision, "decider", a.Decider)
-	return Outcome{Status: 200, Result: ResultOK, Output: output}, nil
+	output.Decision, output.Reason, output.Early = string(a.Decision), a.Reason, a.Early
+	r.log.Info("approval decided", "target_command_id", target.ID, "target_command_source", target.Source, "decision", a.Decision,
+		"decider", a.Decider, "early", a.Early)
+	out := Outcome{Status: 200, Result: ResultOK, Output: output}
+	if a.Early {
+		out.Detail = "no command with this source and id has asked for approval yet; the decision is kept for " +
+			r.p.cfg.Store.Options().DedupeTTL.String() + " and applies when it does (unless it is its requester's own)"
+	}
+	return out, nil
 }
 
 // control runs a control verb (command.approve, command.reject): no endpoint, no Proxmox, no
@@ -128,14 +149,34 @@ func (r *run) control(ctx context.Context) events.Disposition {
 	return r.publishResult(ctx, res)
 }
 
-// awaitApproval is contract §4b for a gated, validated command whose endpoint lists its verb:
-// it waits, holding no lease and spending no attempt, until a second person decides. It
-// reports false once the command is approved (r.approval says by whom); otherwise the
-// disposition: still waiting, or the rejection answered.
+// awaitApproval is contract §4b for a gated, validated and located command whose endpoint
+// lists its verb: it waits, holding no lease and spending no attempt, until a second person
+// decides. Before it asks, it runs the command as a dry run: a command bound to be refused (a
+// running or protected guest, a migration precondition, a missing storage) is refused at once,
+// journaled, without asking anyone; otherwise the plan is kept with the approval and published
+// with the waiting step, for the approvers. It reports false once the command is approved
+// (r.approval says by whom); otherwise the disposition: still waiting, refused, or rejected.
 func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
+	var planJSON json.RawMessage
+	if r.approval == nil || r.approval.Decision == store.DecisionPending {
+		p, err := r.plan(ctx)
+		if err != nil {
+			return r.settleBeforeWrite(ctx, "preflight", err, func(Outcome) events.Disposition { return r.redeliver(r.waitDelay()) }), true
+		}
+		if out, refused := p.refusal(); refused {
+			r.log.Info("refused by its preflight; no approval asked", "reason", out.Reason)
+			if err := r.p.cfg.Store.DropApproval(ctx, r.key()); err != nil {
+				r.log.Warn("store: the refused command's approval not removed", "err", err)
+			}
+			return r.refuseJournaled(ctx, out, r.journalTarget), true
+		}
+		if planJSON, err = json.Marshal(p); err != nil {
+			return r.failed(ctx, "encode", err), true
+		}
+	}
 	a, err := r.p.cfg.Store.RequestApproval(ctx, store.Approval{
 		Command: r.key(), Verb: r.cmd.Verb, EndpointID: r.cmd.EndpointID, Requester: r.actor(),
-		Summary: r.summary(), Expires: r.deadline(),
+		Summary: r.summary(), Expires: r.deadline(), Plan: planJSON,
 	})
 	if err != nil {
 		return r.storeDown(ctx, err), true
@@ -146,11 +187,36 @@ func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
 		return events.Disposition{}, false
 	case store.DecisionRejected:
 		r.approval = &a
-		out := Outcome{Status: 403, Result: ResultRefused, Reason: ReasonApprovalRejected,
-			Detail: "rejected by " + a.Decider + "; nothing was done"}
+		detail := "rejected by " + a.Decider + "; nothing was done"
+		if a.Reason != "" {
+			detail = "rejected by " + a.Decider + " (" + a.Reason + "); nothing was done"
+		}
+		out := Outcome{Status: 403, Result: ResultRefused, Reason: ReasonApprovalRejected, Detail: detail}
 		return r.refuseJournaled(ctx, out, r.journalTarget), true
 	}
-	return r.wait(ctx, "approval", events.StepWaiting, awaitingApproval, r.p.cfg.ApprovalPoll), true
+	if !(r.last.Step == "approval" && r.last.Status == events.StepWaiting && r.last.Detail == awaitingApproval) {
+		r.publishStep(ctx, events.Step{Step: "approval", Status: events.StepWaiting, Detail: awaitingApproval, Plan: planJSON})
+		r.last = events.Step{Step: "approval", Status: events.StepWaiting, Detail: awaitingApproval}
+	}
+	return r.redeliver(r.p.cfg.ApprovalPoll), true
+}
+
+// decidedInTime reports whether the command has an approval decided at or before its
+// deadline: such a command is not expired by a late delivery (a decision taken in time takes
+// effect), approved or rejected. An early decision does not count: the command never waited.
+func (r *run) decidedInTime(ctx context.Context) (bool, error) {
+	if r.verb.VerbAccess() != Write || r.cmd.DryRun {
+		return false, nil
+	}
+	a, err := r.p.cfg.Store.Approval(ctx, r.key())
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	d := r.deadline()
+	return a.Decision != store.DecisionPending && !a.Early && !d.IsZero() && !a.DecidedAt.After(d), nil
 }
 
 // needsApproval reports whether the command must wait for a second person: a write, not a dry
@@ -161,7 +227,8 @@ func (r *run) needsApproval() bool {
 
 // stillAwaiting answers a redelivery of a command whose approval is still pending: it waits on,
 // without locating its object again. It reports false when the command has no approval yet or
-// it was decided.
+// it was decided (r.approval is then the decision, so that the command is not checked again
+// before its approval is looked up).
 func (r *run) stillAwaiting(ctx context.Context) (events.Disposition, bool) {
 	a, err := r.p.cfg.Store.Approval(ctx, r.key())
 	switch {
@@ -170,6 +237,9 @@ func (r *run) stillAwaiting(ctx context.Context) (events.Disposition, bool) {
 	case err != nil:
 		return r.storeDown(ctx, err), true
 	case a.Decision != store.DecisionPending:
+		if !a.Early {
+			r.approval = &a
+		}
 		return events.Disposition{}, false
 	}
 	return r.wait(ctx, "approval", events.StepWaiting, awaitingApproval, r.p.cfg.ApprovalPoll), true
@@ -189,8 +259,12 @@ func (r *run) approvalBullets() []Bullet {
 	if r.approval == nil || r.approval.Decider == "" {
 		return nil
 	}
-	at := r.approval.DecidedAt.UTC().Format(time.RFC3339)
-	return []Bullet{{string(r.approval.Decision) + "_by", r.approval.Decider}, {string(r.approval.Decision) + "_at", at}}
+	d := string(r.approval.Decision)
+	b := []Bullet{{d + "_by", r.approval.Decider}, {d + "_at", r.approval.DecidedAt.UTC().Format(time.RFC3339)}}
+	if r.approval.Reason != "" {
+		b = append(b, Bullet{d + "_reason", r.approval.Reason})
+	}
+	return b
 }
 
 // ErrApprovalVerb: an endpoint's approval list names a verb that is not a write verb.

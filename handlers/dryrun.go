@@ -46,6 +46,17 @@ func plannedOutcome(out Outcome) *PlannedOutcome {
 // answered 200 planned. Nothing is written anywhere: no Proxmox write, no journal entry, no
 // record in the store; no approval is waited for.
 func (r *run) dryRun(ctx context.Context) events.Disposition {
+	p, err := r.plan(ctx)
+	if err != nil {
+		return r.settleBeforeWrite(ctx, "dispatch", err, func(Outcome) events.Disposition { return r.redeliver(r.waitDelay()) })
+	}
+	return r.answer(ctx, Outcome{Status: 200, Result: ResultPlanned, Output: PlanOutput{Plan: p}}, noJournal)
+}
+
+// plan runs the verb with a Proxmox client that records its writes instead of sending them
+// and returns what it found. An error is one that is not the command's outcome (a dependency
+// unreachable, a failed attempt): nothing can be planned now.
+func (r *run) plan(ctx context.Context) (Plan, error) {
 	plan := &proxmox.Plan{}
 	x := r.exec(nil, store.Progress{})
 	x.Proxmox, x.plan = r.client.Planning(plan), plan
@@ -65,12 +76,22 @@ func (r *run) dryRun(ctx context.Context) events.Disposition {
 	default:
 		mapped, class := classify(err)
 		if class != final {
-			return r.settleBeforeWrite(ctx, "dispatch", err, func(Outcome) events.Disposition { return r.redeliver(r.waitDelay()) })
+			return Plan{}, err
 		}
 		p.Outcome, p.Complete = plannedOutcome(mapped), true
 	}
 	if p.Writes == nil {
 		p.Writes = []proxmox.PlannedWrite{}
 	}
-	return r.answer(ctx, Outcome{Status: 200, Result: ResultPlanned, Output: PlanOutput{Plan: p}}, noJournal)
+	return p, nil
+}
+
+// refusal is the refusal a complete plan expects (a status of 400 or more), if any: the
+// outcome the command would reach by reading alone.
+func (p Plan) refusal() (Outcome, bool) {
+	if !p.Complete || p.Outcome == nil || p.Outcome.Status < 400 {
+		return Outcome{}, false
+	}
+	o := p.Outcome
+	return Outcome{Status: o.Status, Result: o.Result, Reason: o.Reason, Detail: o.Detail, Fields: o.Fields}, true
 }

@@ -68,6 +68,13 @@ func (r *run) expire(ctx context.Context, detail string) (events.Disposition, bo
 	if r.verb.VerbAccess() == Read || r.cmd.DryRun { // nothing to store: a dry run writes nothing
 		return r.answer(ctx, out, noJournal), true
 	}
+	switch inTime, err := r.decidedInTime(ctx); {
+	case err != nil:
+		return r.storeDown(ctx, err), true
+	case inTime:
+		r.log.Info("past its expiry, but its approval was decided in time: the decision takes effect", "detail", detail)
+		return events.Disposition{}, false
+	}
 	raw, res, err := r.record(out, noJournal)
 	if err != nil {
 		return r.failed(ctx, "encode", err), true

@@ -154,6 +154,9 @@ type script struct {
 	confirm  func(ctx context.Context, x *Exec) (Outcome, error)
 	// locate, when set, runs before the claim (a read, as a guest lookup is).
 	locate func() error
+	// refusal, when set, is what the verb finds by reading alone: a dry run (the preflight of a
+	// command that needs approval) answers it; a real run still follows dispatch.
+	refusal *Outcome
 	// writes counts the writes that reached "Proxmox" (the send function ran).
 	writes, confirms, dispatches int
 }
@@ -176,6 +179,21 @@ func (s *script) send(err error) func(context.Context) (Sent, error) {
 	}
 }
 
+// planned is the script's dispatch in a dry run: the refusal, when set; else one write planned
+// and 200 ok. It counts nothing and sends nothing.
+func (s *script) planned(ctx context.Context, x *Exec) (Outcome, error) {
+	s.mu.Lock()
+	refusal := s.refusal
+	s.mu.Unlock()
+	if refusal != nil {
+		return *refusal, nil
+	}
+	if _, err := x.Write(ctx, "write", "", func(context.Context) (Sent, error) { return Sent{}, nil }); err != nil {
+		return Outcome{}, err
+	}
+	return Outcome{Status: 200, Result: ResultOK}, nil
+}
+
 func (s *script) counts() (writes, confirms int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -189,7 +207,12 @@ func testVerb(sc *script) Verb {
 		Decode:    func(*Fields) struct{} { return struct{}{} },
 		Resource:  func(struct{}) string { return "100" },
 		Exclusive: func(struct{}) (string, string) { return store.KindGuest, "100" },
-		Dispatch:  func(ctx context.Context, x *Exec, _ struct{}) (Outcome, error) { return sc.next()(ctx, x) },
+		Dispatch: func(ctx context.Context, x *Exec, _ struct{}) (Outcome, error) {
+			if x.plan != nil {
+				return sc.planned(ctx, x)
+			}
+			return sc.next()(ctx, x)
+		},
 		Locate: func(context.Context, *proxmox.Client, struct{}) (struct{}, error) {
 			sc.mu.Lock()
 			locate := sc.locate

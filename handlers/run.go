@@ -178,6 +178,7 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 	if !ok {
 		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound, Detail: "endpoint not in the endpoints file"}, false
 	}
+	r.client = client // its endpoint's settings (approval) apply while NetBox is asked
 	if r.verb.VerbAccess() == Write && client.Endpoint().ReadOnly {
 		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: "read-only in the endpoints file"}, false
 	}
@@ -189,7 +190,7 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 		r.log.Warn("gate: netbox unavailable", "err", err)
 		return &Outcome{Status: 503, Result: ResultFailed, Reason: ReasonNetBoxUnavailable, Detail: waitDetail(err, "NetBox did not answer the endpoint lookup")}, true
 	}
-	r.endpoint, r.client = ep, client
+	r.endpoint = ep
 	if r.verb.VerbAccess() == Write && !ep.AllowWrites {
 		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointWritesDisabled, Detail: cmp.Or(ep.WritesClosedReason, "allow_writes is not true in NetBox")}, false
 	}
@@ -644,8 +645,16 @@ func (r *run) redeliver(delay time.Duration) events.Disposition {
 }
 
 // waitDelay is the pause of a command waiting for an unreachable dependency: it grows with the
-// deliveries (1s, 2s, 4s, …) up to MaxWait.
-func (r *run) waitDelay() time.Duration { return r.backoff(int(min(r.delivery.Number, 32))) }
+// deliveries (1s, 2s, 4s, …) up to MaxWait. A command that needs approval is polled every
+// ApprovalPoll and so is delivered often without failing: its pause never exceeds
+// ApprovalPoll, so that a decision takes effect within seconds whatever happened before.
+func (r *run) waitDelay() time.Duration {
+	d := r.backoff(int(min(r.delivery.Number, 32)))
+	if r.client != nil && r.needsApproval() {
+		d = min(d, r.p.cfg.ApprovalPoll)
+	}
+	return d
+}
 
 // backoff is BusyDelay doubled n-1 times, at most MaxWait.
 func (r *run) backoff(n int) time.Duration {

@@ -91,7 +91,7 @@ func TestEveryScriptOnRedisCluster(t *testing.T) {
 	if aps, err := s.PendingApprovals(ctx); err != nil || len(aps) != 1 {
 		t.Fatalf("PendingApprovals: %d, %v", len(aps), err)
 	}
-	_, err = s.Decide(ctx, cmdB, store.DecisionApproved, "bob")
+	_, err = s.Decide(ctx, cmdB, store.DecisionApproved, "bob", "")
 	must("Decide", err)
 	must("DropApproval", s.DropApproval(ctx, cmdB))
 }

@@ -37,6 +37,7 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 	natsSec := addNATSSecurityFlags(fs)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	source := fs.str("source", defaultSource, "the source of the command decided on")
+	reason := fs.str("reason", "", "why (optional; journaled with the decision, and in a rejected command's result)")
 	actor := fs.str("actor", "", "who decides (required; recorded in the command's journal entry; not the command's own actor)")
 	timeout := fs.duration("timeout", time.Minute, "how long to wait for the answer")
 	output := outputFlag(fs)
@@ -60,7 +61,7 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 		return err
 	}
 	defer nc.Close()
-	data, _ := json.Marshal(handlers.DecisionInput{CommandID: id, CommandSource: *source})
+	data, _ := json.Marshal(handlers.DecisionInput{CommandID: id, CommandSource: *source, Reason: *reason})
 	cmd := events.Command{ID: newCLICommandID(), Source: defaultSource, Verb: verb, Time: time.Now().UTC(), Actor: *actor, Data: data}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
@@ -78,7 +79,11 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 	if res.Status >= 400 {
 		return fmt.Errorf("%w: %d %s: %s", errNotDecided, res.Status, res.Reason, res.Detail)
 	}
-	if format == outputText {
+	switch {
+	case format != outputText:
+	case out.Early:
+		fmt.Fprintf(stdout, "%s id=%s: %s\n", out.Decision, id, res.Detail)
+	default:
 		fmt.Fprintf(stdout, "%s %s id=%s (requested by %s)\n", out.Decision, out.Verb, id, out.Requester)
 	}
 	return nil

@@ -55,7 +55,7 @@ func TestApproveRejectPending(t *testing.T) {
 	}{
 		{"no actor", []string{"approve", "ap-start"}, 2, "--actor is required"},
 		{"own command", []string{"approve", "ap-start", "--actor", "alice"}, 1, "403 approver_is_requester"},
-		{"unknown", []string{"approve", "nope", "--actor", "bob"}, 1, "404 command_not_found"},
+		{"not arrived yet", []string{"approve", "nope", "--actor", "bob"}, 0, "approved id=nope: no command with this source and id has asked for approval yet; the decision is kept"},
 		{"approved", []string{"approve", "ap-start", "--actor", "bob"}, 0, "approved vm.start id=ap-start (requested by alice)"},
 		{"rejected", []string{"reject", "ap-stop", "--actor", "carol"}, 0, "rejected vm.stop id=ap-stop (requested by alice)"},
 		{"decided already", []string{"approve", "ap-stop", "--actor", "bob"}, 1, "409 not_awaiting_approval: already rejected by carol"},
