@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -50,6 +51,9 @@ type Sent struct {
 // ErrReadOnly is returned by [Exec.Write] in a read verb, which has no claim to write under.
 var ErrReadOnly = errors.New("handlers: a read verb cannot write")
 
+// errNotSent: the write was not sent because its dispatch could not be marked in the store.
+var errNotSent = errors.New("handlers: the write was not sent: its dispatch could not be marked")
+
 // Write sends one Proxmox write of the command as the step named step: it notes that the write
 // may leave from now on, reports the step started (with detail), calls send, and reports it done (with the
 // task's UPID), skipped or error. While send waits for a Proxmox task, the task's progress
@@ -72,9 +76,22 @@ func (x *Exec) Write(ctx context.Context, step, detail string, send func(ctx con
 		return Sent{}, fmt.Errorf("%w: step %s", ErrReadOnly, step)
 	}
 	before, wrote := x.progress.Dispatched, x.r.wrote
-	x.progress.Dispatched, x.r.wrote = true, true
 	x.Step(ctx, step, events.StepStarted, "", detail)
+	// Marked in the store right before it leaves, so that a later owner knows which writes may
+	// have left (and, without the mark, that this one did not).
+	if err := x.r.p.cfg.Store.Dispatching(ctx, *x.lease, x.progress, step); err != nil {
+		x.Step(ctx, step, events.StepError, "", "the store is unavailable; nothing was sent")
+		if !before {
+			return Sent{}, errors.Join(errTransient, fmt.Errorf("%w: %w", errNotSent, err))
+		}
+		return Sent{}, fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	x.r.reach(crashStored, "dispatch mark")
+	x.progress.Sent = append(x.progress.Sent, step)
+	x.progress.Dispatched, x.r.wrote = true, true
+	x.r.reach(crashBeforeSend, step)
 	sent, err := send(x.runningHook(ctx, step))
+	x.r.reach(crashAfterSend, step)
 	switch {
 	case err == nil && sent.Skipped != "":
 		x.Step(ctx, step, events.StepSkipped, sent.UPID, sent.Skipped)
@@ -112,6 +129,17 @@ func (x *Exec) PriorDispatch() bool { return x.prior }
 
 // Dispatched reports whether a write of this command may have been sent.
 func (x *Exec) Dispatched() bool { return x.progress.Dispatched }
+
+// MaySent reports whether the write named step may have been sent by this command, by this
+// run or an earlier one: a write whose dispatch was marked, or any write when an earlier owner
+// did not mark them (which it cannot tell apart). A Confirm sends a write it finds not sent
+// as usual.
+func (x *Exec) MaySent(step string) bool {
+	if !x.progress.Dispatched {
+		return false
+	}
+	return x.progress.Sent == nil || slices.Contains(x.progress.Sent, step)
+}
 
 // Step publishes a step event (contract §3). Publishing failures are logged, never fatal.
 func (x *Exec) Step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
@@ -167,9 +195,11 @@ func (r *run) publishStep(ctx context.Context, st events.Step) {
 	if st.At.IsZero() {
 		st.At = r.p.cfg.Now()
 	}
+	r.reach(crashBeforePublish, "step "+st.Step+" "+string(st.Status))
 	if err := r.p.cfg.Publisher.Publish(ctx, r.origin, st); err != nil {
 		r.log.Warn("step not published", "step", st.Step, "err", err)
 	}
+	r.reach(crashAfterPublish, "step "+st.Step+" "+string(st.Status))
 }
 
 func kindOf(s string) netbox.Kind { return netbox.Kind(s) }

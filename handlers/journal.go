@@ -88,6 +88,7 @@ func (r *run) finalize(ctx context.Context, progress store.Progress, out Outcome
 			time.Sleep(r.p.cfg.JournalRetryDelay)
 		}
 		if err = r.p.cfg.Journal.UpdateJournalEntry(ctx, progress.JournalID, kind, comments); err == nil {
+			r.reach(crashJournaled, "terminal update")
 			return journalState{url: progress.JournalURL, finalized: true}
 		}
 		r.log.Warn("journal: terminal update failed", "attempt", i+1, "err", err)

@@ -563,38 +563,72 @@ func TestStepSeqContinues(t *testing.T) {
 }
 
 // TestCrashAfterJournalResumes: a delivery that stopped (its replica killed) after its
-// write-ahead entry is resumed once its lease expired: the entry is found, the write counts as
-// possibly sent and is confirmed by reading, never sent again.
+// write-ahead entry is resumed once its lease expired, reusing the entry. What it had sent is
+// what its record's marks say: no mark → no write left, the write is sent (once); its write
+// marked → it may have left, and is confirmed by reading, never sent again; a record of an
+// owner that does not mark (an older version) → it may have left too.
 func TestCrashAfterJournalResumes(t *testing.T) {
 	t.Parallel()
-	sc := &script{}
-	sc.dispatch = []func(ctx context.Context, x *Exec) (Outcome, error){func(ctx context.Context, x *Exec) (Outcome, error) { return ok(ctx, x, sc) }}
-	sc.confirm = func(context.Context, *Exec) (Outcome, error) { return Outcome{Status: 200, Result: ResultOK}, nil }
-	l := newLifecycle(t, sc)
-	cmd := testCommand("crashed")
-	// The crashed delivery: it claimed and wrote its journal entry, then the process died.
-	claim, err := l.store.Claim(context.Background(), store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead/1/1"})
-	if err != nil || claim.State != store.Claimed {
-		t.Fatalf("claim %v %v", claim.State, err)
+	tests := []struct {
+		name              string
+		marked, unmarking bool
+		writes, confirms  int
+	}{
+		{name: "died before its write", writes: 1},
+		{name: "died after marking its write", marked: true, confirms: 1},
+		{name: "an owner that does not mark", unmarking: true, confirms: 1},
 	}
-	if _, err := l.journal.CreateJournalEntry(context.Background(), netbox.JournalEntry{Comments: "- result: in_progress\n- command_id: crashed\n"}); err != nil {
-		t.Fatal(err)
-	}
-	if d := l.deliver(cmd, 2); d.Action != events.Redeliver || d.Delay != DefaultBusyDelay {
-		t.Fatalf("while the dead owner's lease lives: %+v, want a wait", d)
-	}
-	l.clock.Advance(31 * time.Second)
-	if d := l.deliver(cmd, 3); d.Action != events.Ack {
-		t.Fatalf("after the lease expired: %+v, want ack", d)
-	}
-	if w, c := sc.counts(); w != 0 || c != 1 {
-		t.Errorf("writes %d confirms %d, want 0 and 1", w, c)
-	}
-	if n := l.journal.inProgress(); n != 0 {
-		t.Errorf("%d journal entries in_progress", n)
-	}
-	if f := l.failures(t, cmd); f != 0 {
-		t.Errorf("failed attempts = %d, want 0: a crash is not a failed attempt", f)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			sc := &script{}
+			sc.dispatch = []func(ctx context.Context, x *Exec) (Outcome, error){func(ctx context.Context, x *Exec) (Outcome, error) { return ok(ctx, x, sc) }}
+			sc.confirm = func(context.Context, *Exec) (Outcome, error) { return Outcome{Status: 200, Result: ResultOK}, nil }
+			l := newLifecycle(t, sc)
+			cmd := testCommand("crashed")
+			key := store.CommandKey{Source: cmd.Source, ID: cmd.ID}
+			// The crashed delivery: it claimed and wrote its journal entry, then the process died.
+			claim, err := l.store.Claim(ctx, store.ClaimRequest{Command: key, Owner: "dead/1/1"})
+			if err != nil || claim.State != store.Claimed {
+				t.Fatalf("claim %v %v", claim.State, err)
+			}
+			ref, err := l.journal.CreateJournalEntry(ctx, netbox.JournalEntry{Comments: "- result: in_progress\n- command_id: crashed\n"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.marked {
+				if err := l.store.Dispatching(ctx, claim.Lease, store.Progress{JournalID: ref.ID, JournalURL: ref.URL}, "write"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.unmarking {
+				keys, err := l.redis.Keys(ctx, l.store.Options().Prefix+":cmd:*").Result()
+				if err != nil || len(keys) != 1 {
+					t.Fatalf("record keys %v %v", keys, err)
+				}
+				l.redis.HDel(ctx, keys[0], "marks")
+			}
+			if d := l.deliver(cmd, 2); d.Action != events.Redeliver || d.Delay != DefaultBusyDelay {
+				t.Fatalf("while the dead owner's lease lives: %+v, want a wait", d)
+			}
+			l.clock.Advance(31 * time.Second)
+			if d := l.deliver(cmd, 3); d.Action != events.Ack {
+				t.Fatalf("after the lease expired: %+v, want ack", d)
+			}
+			if w, c := sc.counts(); w != tc.writes || c != tc.confirms {
+				t.Errorf("writes %d confirms %d, want %d and %d", w, c, tc.writes, tc.confirms)
+			}
+			if n := len(l.journal.entries); n != 1 {
+				t.Errorf("%d journal entries, want the one reused", n)
+			}
+			if n := l.journal.inProgress(); n != 0 {
+				t.Errorf("%d journal entries in_progress", n)
+			}
+			if f := l.failures(t, cmd); f != 0 {
+				t.Errorf("failed attempts = %d, want 0: a crash is not a failed attempt", f)
+			}
+		})
 	}
 }
 

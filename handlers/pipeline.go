@@ -161,6 +161,9 @@ type Config struct {
 type Pipeline struct {
 	cfg   Config
 	waits *waitRoom
+	// crashAt, set by tests only, is called at every crash point (crashpoint.go) with its name;
+	// it stops the command there by panicking with a crashSignal.
+	crashAt func(point string)
 }
 
 // New checks cfg and fills in defaults. A missing dependency or a negative setting is an
@@ -218,6 +221,10 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Deli
 	r.origin.Delivery, r.origin.Actor = d.StreamSeq, r.actor()
 	defer func() {
 		if v := recover(); v != nil {
+			if c, ok := v.(crashSignal); ok { // a test stopped the command: nothing more runs
+				disp = events.Disposition{Action: events.Redeliver, Reason: "crashed at " + c.point}
+				return
+			}
 			r.log.Error("pipeline panicked", "panic", fmt.Sprint(v))
 			disp = r.failed(context.WithoutCancel(ctx), "panic", fmt.Errorf("internal error: %v", v))
 		}

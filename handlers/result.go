@@ -80,8 +80,10 @@ func (r *run) publishResult(ctx context.Context, res events.Result) events.Dispo
 		if i > 0 {
 			time.Sleep(publishPause << (i - 1))
 		}
+		r.reach(crashBeforePublish, "result")
 		err := r.p.cfg.Publisher.Publish(ctx, r.origin, res)
 		if err == nil {
+			r.reach(crashAfterPublish, "result")
 			return events.Disposition{Action: events.Ack}
 		}
 		if errors.Is(err, events.ErrEncode) {

@@ -372,13 +372,13 @@ func (r *run) unclaimed(ctx context.Context, claim store.Claim) events.Dispositi
 	return r.failed(ctx, "claim", fmt.Errorf("unexpected claim state %s", claim.State))
 }
 
-// execute runs a claimed command from its write-ahead journal entry to its result. The
-// write-ahead entry is the command's intent record: nothing is checkpointed to Redis on the way,
-// so the happy path costs the store only Claim and Complete.
+// execute runs a claimed command from its write-ahead journal entry to its result. On the way
+// each Proxmox write is marked in the store right before it leaves ([Exec.Write]), so the happy
+// path costs the store Claim, one mark per write and Complete.
 func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition {
 	lease, progress := claim.Lease, claim.Progress
 	if claim.State == store.Resumed && !claim.ProgressKnown {
-		found, disp, ok := r.recoverProgress(ctx, lease)
+		found, disp, ok := r.recoverProgress(ctx, lease, claim.Marked)
 		if !ok {
 			return disp
 		}
@@ -392,6 +392,9 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 				ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindInfo,
 				Comments: r.comments(Outcome{Result: "in_progress"}, ""),
 			})
+			if err == nil {
+				r.reach(crashJournaled, "write-ahead entry")
+			}
 		}
 		if err != nil {
 			if netbox.ShouldWait(err) {
@@ -429,6 +432,9 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 func (r *run) dispatch(ctx context.Context, x *Exec) (out Outcome, err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			if _, crash := v.(crashSignal); crash {
+				panic(v)
+			}
 			r.log.Error("verb panicked", "panic", fmt.Sprint(v))
 			out, err = Outcome{}, fmt.Errorf("%w: %v", errInternal, v)
 		}
@@ -477,6 +483,8 @@ func (r *run) confirm(ctx context.Context, x *Exec, why string) (Outcome, error)
 func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err error, class failure) events.Disposition {
 	if serr := r.p.cfg.Store.Suspend(ctx, lease, x.progress); serr != nil {
 		r.log.Warn("store: suspend failed; the lease expires instead", "err", serr)
+	} else {
+		r.reach(crashStored, "suspension")
 	}
 	switch {
 	case x.Dispatched():
@@ -490,17 +498,21 @@ func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err e
 }
 
 // recoverProgress is the resume of a command whose previous owner stopped without recording
-// its progress (a crash): its write-ahead entry in NetBox says whether it had begun. Found →
-// that entry, and the write may have been sent (the verb confirms by reading, never resends);
+// its progress (a crash): its write-ahead entry in NetBox is looked up, to be reused. Found →
+// that entry; the write may have been sent (the verb confirms by reading, never resends) unless
+// the previous owner marked its dispatches (marked) and left no mark, in which case none was;
 // not found → nothing was written or dispatched, the command runs as new. NetBox unreachable →
 // the claim is yielded (still unknown for the next owner) and the command waits.
-func (r *run) recoverProgress(ctx context.Context, lease store.Lease) (store.Progress, events.Disposition, bool) {
+func (r *run) recoverProgress(ctx context.Context, lease store.Lease, marked bool) (store.Progress, events.Disposition, bool) {
 	objectType, objectID, err := r.journalTarget(ctx)
 	var ref netbox.JournalRef
 	if err == nil {
 		ref, err = r.p.cfg.Journal.FindJournalEntry(ctx, objectType, objectID, r.cmd.ID)
 	}
 	switch {
+	case err == nil && marked:
+		r.log.Info("resumed: found the write-ahead entry of the previous owner, which sent no write", "journal_entry_url", ref.URL)
+		return store.Progress{JournalID: ref.ID, JournalURL: ref.URL}, events.Disposition{}, true
 	case err == nil:
 		r.log.Info("resumed: found the write-ahead entry of the previous owner; the write may have been sent", "journal_entry_url", ref.URL)
 		return store.Progress{JournalID: ref.ID, JournalURL: ref.URL, Dispatched: true}, events.Disposition{}, true
@@ -539,6 +551,7 @@ func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, jour
 		r.log.Warn("store: outcome not recorded; the command will be resumed and confirmed", "err", err)
 		return r.wait(ctx, "store", events.StepRetrying, "the store is unavailable; the outcome will be confirmed", r.waitDelay())
 	}
+	r.reach(crashStored, "outcome")
 	attrs := []any{"status", res.Status, "result", res.Result, "reason", res.Reason, "duration", r.p.cfg.Now().Sub(r.started)}
 	if res.JournalFinalized != nil {
 		attrs = append(attrs, "journal_finalized", *res.JournalFinalized)

@@ -130,6 +130,23 @@ func dispatchDelete(ctx context.Context, x *Exec, in DeleteInput) (Outcome, erro
 		return deleteRunning(g), nil
 	}
 	out := deleteOutput{VMID: vmid, Node: g.Node, UPIDs: []string{}}
+	if running && x.MaySent(stepStopVM) {
+		// resumed: the stop an interrupted attempt sent is waited for, never sent again
+		stopped, err := x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
+			g, err = x.Proxmox.ResolveGuest(ctx, vmid)
+			return err == nil && g.Status == proxmox.StatusStopped, err
+		})
+		if err != nil {
+			return Outcome{}, err
+		}
+		if !stopped {
+			out := unconfirmedWrite()
+			out.Detail = "an interrupted attempt sent the stop before the delete, but " + guestLabel(g) + " is still " + g.Status +
+				"; neither is sent again: check it in Proxmox"
+			return out, nil
+		}
+		running = false
+	}
 	if running {
 		var stop proxmox.TaskResult
 		_, err := x.Write(ctx, stepStopVM, "a hard stop before the delete (stop_first)", func(ctx context.Context) (Sent, error) {
@@ -212,12 +229,17 @@ func guestLabel(g proxmox.Guest) string {
 	return fmt.Sprintf("%s %d (%s) on %s", kind, g.VMID, g.Name, g.Node)
 }
 
-// confirmDelete tells by reading whether an interrupted delete took effect: the guest gone
-// from the cluster's resources → 200 ok. It reads for up to ConfirmFor, since the destroy
-// task may still run; a guest still there then → 502 proxmox_write_unconfirmed (the DELETE
-// may never have left, or an earlier attempt stopped after its stop_first stop): it is never
-// sent a second time, since the vmid may meanwhile name a new guest.
+// confirmDelete tells by reading whether an interrupted delete took effect. An attempt that
+// never sent the DELETE (it stopped after its stop_first stop, as the marks of its writes
+// say) is finished: the delete runs, waiting for that stop instead of sending it again.
+// Otherwise: the guest gone from the cluster's resources → 200 ok. It reads for up to
+// ConfirmFor, since the destroy task may still run; a guest still there then → 502
+// proxmox_write_unconfirmed: the DELETE is never sent a second time, since the vmid may
+// meanwhile name a new guest.
 func confirmDelete(ctx context.Context, x *Exec, in DeleteInput) (Outcome, error) {
+	if !x.MaySent(stepDeleteVM) {
+		return dispatchDelete(ctx, x, in)
+	}
 	vmid := strconv.FormatInt(in.guest.VMID, 10)
 	gone, err := x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
 		_, err := x.Proxmox.ResolveGuest(ctx, vmid)

@@ -125,6 +125,9 @@ type provision struct {
 	// config is the new VM's configuration as the first step that needed it read it (see
 	// vmConfig); nil until then.
 	config map[string]string
+	// resumed is, when the provisioning resumes an interrupted one, the new VM as it was found
+	// (resumeProvision): each step first looks whether its effect is there.
+	resumed *proxmox.Guest
 }
 
 // vmConfig is the new VM's configuration, read once (GET …/config) by the first step that
@@ -183,26 +186,91 @@ func (p *provision) run(ctx context.Context) (Outcome, error) {
 	return Outcome{Status: 201, Result: ResultCreated, UPID: cmp.Or(p.out.CloneUPID, p.out.ImportUPID), Output: p.out}, nil
 }
 
-// confirmProvision tells by reading what an interrupted provisioning left. No VM with the new
-// vmid: nothing was created, the provisioning runs as new. The VM exists, carries the new name
-// and runs although start_after_provision asked for it (starting is the last step): 201
-// created. Anything else cannot be told apart from a half-done provisioning: 502
-// proxmox_create_unconfirmed, the VM left as it is; nothing is created twice.
+// confirmProvision tells by reading what an interrupted provisioning left, and finishes it.
+// No VM with the new vmid: nothing was created, the provisioning runs as new. The VM exists:
+// the tasks of it that still run (the clone, an import, a disk move) are waited for, then the
+// provisioning resumes after what it finds done (resumeProvision); nothing is created or sent
+// twice. A VM that is not on the target node once its tasks ended is answered 502
+// proxmox_create_unconfirmed, left as it is.
 func confirmProvision(ctx context.Context, x *Exec, in ProvisionInput) (Outcome, error) {
 	vmid := strconv.FormatInt(in.NewVMID, 10)
-	g, err := x.Proxmox.ResolveGuest(ctx, vmid)
-	switch {
-	case errors.Is(err, proxmox.ErrVMNotFound):
-		return dispatchProvision(ctx, x, in)
-	case err != nil:
-		return Outcome{}, err
+	for range maxProvisionWaits {
+		g, err := x.Proxmox.ResolveGuest(ctx, vmid)
+		switch {
+		case errors.Is(err, proxmox.ErrVMNotFound):
+			return dispatchProvision(ctx, x, in)
+		case err != nil:
+			return Outcome{}, err
+		}
+		running, err := x.Proxmox.ActiveGuestTasks(ctx, g.Node, in.NewVMID)
+		if err != nil {
+			return Outcome{}, err
+		}
+		if len(running) == 0 {
+			if g.Node != in.TargetNode {
+				return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed,
+					Output: provisionOutput{NewVMID: vmid},
+					Detail: "an interrupted attempt of this command created VM " + vmid + ", which is on node " + g.Node +
+						", not on " + in.TargetNode + "; it is left as it is and not created twice"}, nil
+			}
+			return resumeProvision(ctx, x, in, g)
+		}
+		for _, t := range running {
+			x.Step(ctx, "confirm", events.StepRunning, t.UPID, "waiting for the new VM's "+t.Type+" task to end")
+			if err := x.Proxmox.WaitTask(x.runningHook(ctx, "confirm"), g.Node, t.UPID); err != nil && !isTaskError(err) {
+				return Outcome{}, err
+			}
+		}
 	}
-	if g.Name == in.NewName && in.StartAfterProvision && g.Status == proxmox.StatusRunning {
-		return Outcome{Status: 201, Result: ResultCreated, Output: provisionOutput{NewVMID: vmid, Status: "started"}}, nil
+	return Outcome{}, fmt.Errorf("%w: the new VM's tasks kept running", errTransient)
+}
+
+// maxProvisionWaits bounds how many rounds of the new VM's running tasks a confirmation waits
+// for before it lets a later delivery look again.
+const maxProvisionWaits = 8
+
+// isTaskError reports whether err is a task's failure (its end was seen).
+func isTaskError(err error) bool {
+	var te *proxmox.TaskError
+	return errors.As(err, &te)
+}
+
+// resumeProvision finishes a provisioning whose VM exists on the target node with no task
+// running: each remaining step runs, or is skipped where the VM shows it done (disks already on
+// the destination storage, the configuration already applied, the boot disk already as large,
+// the VM already running); a step is never sent twice over its effect.
+func resumeProvision(ctx context.Context, x *Exec, in ProvisionInput, g proxmox.Guest) (Outcome, error) {
+	p := &provision{x: x, in: in, out: provisionOutput{NewVMID: strconv.FormatInt(in.NewVMID, 10)}, resumed: &g}
+	x.Step(ctx, "confirm", events.StepDone, "", "VM "+p.out.NewVMID+" exists on "+g.Node+"; the provisioning resumes after what it finds done")
+	steps := []func(context.Context) *Outcome{p.configure, p.resize, p.start}
+	if in.Storage != "" && in.Source.Image == nil {
+		steps = append([]func(context.Context) *Outcome{p.relocate}, steps...)
 	}
-	return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed,
-		Output: provisionOutput{NewVMID: vmid},
-		Detail: "an interrupted attempt of this command started the provisioning; the VM exists, is left as it is, and is not created twice"}, nil
+	for _, step := range steps {
+		if out := step(ctx); out != nil {
+			if p.err != nil {
+				return Outcome{}, p.err
+			}
+			return *out, nil
+		}
+	}
+	return Outcome{Status: 201, Result: ResultCreated, Output: p.out}, nil
+}
+
+// applied reports whether the VM's configuration raw already holds every value of params that
+// PVE keeps as it is given (a Cloud-Init password is kept hashed, SSH keys encoded: those are
+// not compared).
+func applied(raw, params map[string]string) bool {
+	for k, v := range params {
+		switch k {
+		case "cipassword", "sshkeys":
+			continue
+		}
+		if raw[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func (p *provision) step(ctx context.Context, name string, status events.StepStatus, upid, detail string) {
@@ -368,6 +436,10 @@ func (p *provision) configure(ctx context.Context) *Outcome {
 	if err != nil {
 		return refuse(err.Error())
 	}
+	if applied(raw, params) {
+		p.step(ctx, stepConfigure, events.StepSkipped, "", "the configuration already holds every value")
+		return nil
+	}
 	upid, err := p.write(ctx, stepConfigure, "", func(ctx context.Context) (string, error) {
 		return p.x.Proxmox.UpdateVMConfig(ctx, in.TargetNode, in.NewVMID, params)
 	})
@@ -520,6 +592,10 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 			disk = bootDisk(cfg)
 		}
 	}
+	if p.resumed != nil && disk != "" && diskSize(raw, in, disk) >= in.DiskGB<<30 {
+		p.step(ctx, stepResizeDisk, events.StepSkipped, "", disk+" is already "+strconv.FormatInt(in.DiskGB, 10)+" GiB or larger")
+		return nil
+	}
 	if disk == "" {
 		p.step(ctx, stepResizeDisk, events.StepStarted, "", "")
 		p.step(ctx, stepResizeDisk, events.StepError, "", "no disk to resize")
@@ -534,6 +610,20 @@ func (p *provision) resize(ctx context.Context) *Outcome {
 		return p.writeFailed(err)
 	}
 	return nil
+}
+
+// diskSize is the size of the new VM's disk device in its configuration raw, 0 when unknown.
+func diskSize(raw map[string]string, in ProvisionInput, device string) int64 {
+	cfg, err := guestconfig.Parse(string(proxmox.GuestQEMU), raw, in.TargetNode, in.NewVMID)
+	if err != nil {
+		return 0
+	}
+	for _, d := range cfg.Disks {
+		if d.Device == device {
+			return d.SizeBytes
+		}
+	}
+	return 0
 }
 
 func bootDisk(cfg guestconfig.Config) string {
@@ -556,6 +646,11 @@ func (p *provision) start(ctx context.Context) *Outcome {
 	if !in.StartAfterProvision {
 		p.step(ctx, stepStartVM, events.StepSkipped, "", "")
 		p.out.Status = "stopped"
+		return nil
+	}
+	if p.resumed != nil && p.resumed.Status == proxmox.StatusRunning {
+		p.step(ctx, stepStartVM, events.StepSkipped, "", "already running")
+		p.out.Status = "started"
 		return nil
 	}
 	upid, err := p.write(ctx, stepStartVM, "", func(ctx context.Context) (string, error) {

@@ -135,6 +135,7 @@ func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, e
 		case err != nil:
 			return claim, r.storeDown(ctx, err), false
 		case taken:
+			r.reach(crashStored, "claim")
 			return claim, events.Disposition{}, true
 		case claim.State != store.GuardBusy:
 			return claim, r.unclaimed(ctx, claim), false

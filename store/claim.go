@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // ClaimState is the outcome of [Store.Claim].
@@ -98,6 +100,13 @@ type Progress struct {
 	JournalID  int64  `json:"journal_id,omitempty"`
 	JournalURL string `json:"journal_url,omitempty"`
 	Dispatched bool   `json:"dispatched,omitempty"` // a Proxmox write may have been sent
+	// DispatchedAt is when the command's first write was marked as leaving ([Store.Dispatching]),
+	// to the millisecond; zero when unknown.
+	DispatchedAt time.Time `json:"dispatched_at,omitzero"`
+	// Sent names the writes (their steps, in order, repeated as often as sent) marked as
+	// leaving; a write not in it certainly did not leave. Nil when unknown (an owner that did
+	// not mark its writes).
+	Sent []string `json:"sent,omitempty"`
 }
 
 // ClaimRequest asks to execute one command.
@@ -128,6 +137,11 @@ type Claim struct {
 	// lease): the caller must then find the command's write-ahead journal entry itself and,
 	// when one exists, assume the write may have been sent.
 	ProgressKnown bool
+	// Marked is, for Resumed, true when the previous owner marked its first Proxmox write
+	// before sending it ([Store.Dispatching]): a record without the mark (ProgressKnown false)
+	// then certainly sent no write, though it may have written its journal entry. False for a
+	// record of an owner that does not mark (an older version), where a write may have left.
+	Marked bool
 	// BusyGuard is, for GuardBusy, which guard is held elsewhere: GuardResource or GuardSlot.
 	BusyGuard string
 	// BusyKey is, for GuardBusy, the name of that guard: the name [Store.WatchFreed] reports
@@ -187,7 +201,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	if err != nil {
 		return Claim{}, fmt.Errorf("store: claim: %w", err)
 	}
-	if len(raw) != 10 {
+	if len(raw) != 13 {
 		return Claim{}, fmt.Errorf("store: claim: unexpected script answer of %d fields", len(raw))
 	}
 	state, ok := claimStates[raw[0]]
@@ -202,6 +216,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 			return Claim{}, fmt.Errorf("store: claim: fencing token: %w", err)
 		}
 		out.Lease = Lease{Command: req.Command, Idem: req.Idem, Owner: req.Owner, Token: token, Guards: req.Guards}
+		out.Marked = state == Resumed && raw[10] == "1"
 		if state == Resumed && raw[8] == "1" {
 			out.ProgressKnown = true
 			out.Progress.JournalURL = raw[3]
@@ -210,6 +225,12 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 				if out.Progress.JournalID, err = strconv.ParseInt(raw[2], 10, 64); err != nil {
 					return Claim{}, fmt.Errorf("store: claim: journal id: %w", err)
 				}
+			}
+			if ms, err := strconv.ParseInt(raw[11], 10, 64); err == nil && ms > 0 {
+				out.Progress.DispatchedAt = time.UnixMilli(ms).UTC()
+			}
+			if raw[12] != "" {
+				out.Progress.Sent = strings.Split(raw[12], ",")
 			}
 		}
 	case Done, IdemReplay:

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -672,7 +673,7 @@ func TestYieldKeepsProgressUnknown(t *testing.T) {
 	e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
 	e.mustClaim(t, req(cmdB, scope, "fp1", "twin"), store.IdemInFlight)
 	got := e.mustClaim(t, req(cmdA, scope, "fp1", "b"), store.Resumed)
-	if got.ProgressKnown || got.Progress != (store.Progress{}) {
+	if got.ProgressKnown || !reflect.DeepEqual(got.Progress, store.Progress{}) {
 		t.Fatalf("progress %+v (known %v), want none", got.Progress, got.ProgressKnown)
 	}
 }

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -215,7 +216,7 @@ func assertClaim(t *testing.T, r store.ClaimRequest, got, want store.Claim) {
 	if string(got.Result) != string(want.Result) {
 		t.Errorf("result %q, want %q", got.Result, want.Result)
 	}
-	if got.Progress != want.Progress || got.ProgressKnown != want.ProgressKnown {
+	if !reflect.DeepEqual(got.Progress, want.Progress) || got.ProgressKnown != want.ProgressKnown {
 		t.Errorf("progress %+v (known %v), want %+v (known %v)", got.Progress, got.ProgressKnown, want.Progress, want.ProgressKnown)
 	}
 	if got.BusyGuard != want.BusyGuard {

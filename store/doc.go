@@ -5,14 +5,15 @@
 // per-endpoint slot (max_parallel), which exist only as part of a claim ([ClaimRequest.Guards]).
 //
 // Every state change is one Lua script (EVALSHA, falling back to EVAL), so replicas never race
-// between a read and a write: claim, renew, suspend (also for [Store.Yield]), complete,
+// between a read and a write: claim, dispatching, renew, suspend (also for [Store.Yield]), complete,
 // complete-replay, release, update-result and record-failure for commands; save, get, delete, pending, claim
 // and reschedule for repairs. The guards have no scripts of their own: the claim script takes
 // them, renew renews them, and complete, release and suspend give them back.
-// A write command costs two round trips on its happy path: [Store.Claim] decides identity and
-// Idempotency-Key and takes the command's guards in one script, [Store.Complete] stores the
-// result and gives the guards back in another; a long command adds one [Store.Renew] (claim,
-// key and guards) per third of its lease. "Now" is passed to the scripts in milliseconds from
+// A write command costs three round trips on its happy path: [Store.Claim] decides identity and
+// Idempotency-Key and takes the command's guards in one script, [Store.Dispatching] marks its
+// Proxmox write right before it leaves (one per write), [Store.Complete] stores the result and
+// gives the guards back; a long command adds one [Store.Renew] (claim, key and guards) per
+// third of its lease. "Now" is passed to the scripts in milliseconds from
 // [Options.Now], so leases follow the caller's clock; key lifetimes use PEXPIRE.
 // The store stores opaque result bytes handed to it by callers (who redact them first) and
 // never logs.

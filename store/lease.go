@@ -43,6 +43,17 @@ func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
 		idx[0], idx[1], idx[2], "0").Int64())
 }
 
+// Dispatching marks, on l's running record, that the Proxmox write named step is about to
+// leave, with the journal entry of p and, for the first, the time: from then on every later
+// owner knows it may have been sent (Claim: Resumed with ProgressKnown, Dispatched and
+// Progress.Sent), and that a write without its mark was not (Claim.Marked). Call it before
+// sending each write, and send nothing when it fails. It returns ErrLeaseLost when l's owner
+// and token no longer hold the record.
+func (s *Store) Dispatching(ctx context.Context, l Lease, p Progress, step string) error {
+	return owned("dispatching")(s.write(ctx, s.scripts.dispatching, []string{s.cmdKey(l.Command)},
+		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, s.nowMillis(), step).Int64())
+}
+
 // Yield ends l's lease at once and gives its guards back without recording anything: the
 // next Claim of the command is Resumed without known progress, exactly as after a crash. Use
 // it when the caller cannot tell what an earlier owner did (the journal could not be searched)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
@@ -19,7 +20,7 @@ func takeover(t *testing.T, e *env) (old, cur store.Lease) {
 		t.Fatalf("suspend: %v", err)
 	}
 	n := e.mustClaim(t, req(cmdA, scope, "fp1", "new"), store.Resumed)
-	if want := (store.Progress{JournalID: 9, Dispatched: true}); n.Progress != want || !n.ProgressKnown {
+	if want := (store.Progress{JournalID: 9, Dispatched: true}); !reflect.DeepEqual(n.Progress, want) || !n.ProgressKnown {
 		t.Fatalf("resumed progress %+v (known %v), want %+v", n.Progress, n.ProgressKnown, want)
 	}
 	return c.Lease, n.Lease
@@ -58,7 +59,7 @@ func TestFencing(t *testing.T) {
 			e.mustClaim(t, req(cmdB, scope, "fp1", "other"), store.IdemInFlight)
 			e.clk.Advance(store.DefaultLeaseTTL + time.Millisecond)
 			again := e.mustClaim(t, req(cmdA, scope, "fp1", "new"), store.Resumed)
-			if again.Progress != (store.Progress{}) || again.ProgressKnown {
+			if !reflect.DeepEqual(again.Progress, store.Progress{}) || again.ProgressKnown {
 				t.Fatalf("progress %+v (known %v), want none", again.Progress, again.ProgressKnown)
 			}
 			if err := e.s.Complete(ctx, again.Lease, []byte("fresh")); err != nil {
@@ -298,7 +299,7 @@ func TestSuspend(t *testing.T) {
 		}
 		e.mustClaim(t, req(cmdB, scope, "fp1", "twin"), store.IdemInFlight)
 		again := e.mustClaim(t, req(cmdA, scope, "fp1", fmt.Sprintf("next-%d", i)), store.Resumed)
-		if again.Progress != p || !again.ProgressKnown {
+		if !reflect.DeepEqual(again.Progress, p) || !again.ProgressKnown {
 			t.Errorf("resumed progress %+v (known %v), want %+v", again.Progress, again.ProgressKnown, p)
 		}
 		owner = again.Lease

@@ -8,7 +8,7 @@ import "github.com/redis/go-redis/v9"
 type scripts struct {
 	claim, suspend, renew, complete, completeReplay, release, updateResult       *redis.Script
 	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule *redis.Script
-	recordFailure, finishUnstarted                                               *redis.Script
+	recordFailure, finishUnstarted, dispatching                                  *redis.Script
 	requestApproval, decide, dropApproval, pendingApprovals                      *redis.Script
 }
 
@@ -29,6 +29,7 @@ func newScripts() scripts {
 		reschedule:       redis.NewScript(rescheduleLua),
 		recordFailure:    redis.NewScript(recordFailureLua),
 		finishUnstarted:  redis.NewScript(finishUnstartedLua),
+		dispatching:      redis.NewScript(dispatchingLua),
 		requestApproval:  redis.NewScript(requestApprovalLua),
 		decide:           redis.NewScript(decideLua),
 		dropApproval:     redis.NewScript(dropApprovalLua),
@@ -71,21 +72,25 @@ end
 // ARGV: now_ms, lease_ms, dedupe_ms, owner, fingerprint, cmd_hash, source, id, idem_i, lock_i,
 // slots_i, slots_max, guard_ttl_ms.
 // Returns {state, token, journal_id, journal_url, dispatched, result, orig_source, orig_id,
-// suspended, busy_guard}. Every refusal returns before the first write: a refused claim changes
-// nothing.
+// progress_known, busy_guard, marks, dispatched_at}: progress_known is '1' when the previous
+// owner suspended or marked its dispatch (the journal and dispatch fields are then exact),
+// marks is '1' when the previous owner marked every dispatch before sending it (so a record
+// without the mark never sent a write). Every refusal returns before the first write: a
+// refused claim changes nothing.
 const claimLua = optLua + `
 local now = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local owner, fp, chash, src, id = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local idem, lock, slots = opt(ARGV[9]), opt(ARGV[10]), opt(ARGV[11])
-local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease', 'journal_id', 'journal_url', 'dispatched', 'result', 'suspended')
+local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease', 'journal_id', 'journal_url', 'dispatched', 'result', 'suspended',
+  'marks', 'dispatched_at', 'sent')
 if c[1] == 'done' then
-  return {'done', '', '', '', '', c[7] or '', '', '', '', ''}
+  return {'done', '', '', '', '', c[7] or '', '', '', '', '', '', '', ''}
 end
 local resumed = false
 if c[1] == 'running' then
   if (tonumber(c[3]) or 0) > now and c[2] ~= owner then
-    return {'busy', '', '', '', '', '', '', '', '', ''}
+    return {'busy', '', '', '', '', '', '', '', '', '', '', '', ''}
   end
   resumed = true
 end
@@ -105,12 +110,12 @@ if idem then
   if r[1] and r[2] ~= chash and live then
     local osrc, oid = r[6] or '', r[7] or ''
     if r[3] ~= fp then
-      return {'idem_reused', '', '', '', '', '', osrc, oid, '', ''}
+      return {'idem_reused', '', '', '', '', '', osrc, oid, '', '', '', '', ''}
     end
     if r[1] == 'done' then
-      return {'idem_replay', '', '', '', '', r[5] or '', osrc, oid, '', ''}
+      return {'idem_replay', '', '', '', '', r[5] or '', osrc, oid, '', '', '', '', ''}
     end
-    return {'idem_inflight', '', '', '', '', '', osrc, oid, '', ''}
+    return {'idem_inflight', '', '', '', '', '', osrc, oid, '', '', '', '', ''}
   end
 end
 if lock then
@@ -130,14 +135,14 @@ if lock then
       end
     end
     if busy then
-      return {'guard_busy', '', '', '', '', '', '', '', '', 'resource'}
+      return {'guard_busy', '', '', '', '', '', '', '', '', 'resource', '', '', ''}
     end
   end
 end
 if slots then
   if not redis.call('ZSCORE', slots, owner) and
      redis.call('ZCOUNT', slots, '(' .. ARGV[1], '+inf') >= tonumber(ARGV[12]) then
-    return {'guard_busy', '', '', '', '', '', '', '', '', 'slot'}
+    return {'guard_busy', '', '', '', '', '', '', '', '', 'slot', '', '', ''}
   end
 end
 local token = string.format('%d', redis.call('INCR', KEYS[2]))
@@ -145,12 +150,18 @@ local deadline = string.format('%d', now + lease_ms)
 if not resumed then
   redis.call('DEL', KEYS[1])
 else
-  -- The recorded progress is handed to the new owner; from now on the record says only
-  -- that this owner runs the command.
-  redis.call('HDEL', KEYS[1], 'journal_id', 'journal_url', 'dispatched', 'suspended')
+  if c[9] == '1' then
+    -- The previous owner marked its writes: the marks stay, for every later owner (this one
+    -- may stop too); only the suspension is handed over.
+    redis.call('HDEL', KEYS[1], 'suspended')
+  else
+    -- The recorded progress is handed to the new owner; from now on the record says only
+    -- that this owner runs the command.
+    redis.call('HDEL', KEYS[1], 'journal_id', 'journal_url', 'dispatched', 'suspended', 'dispatched_at', 'sent')
+  end
 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'owner', owner, 'token', token, 'lease', deadline,
-  'fp', fp, 'src', src, 'id', id, 'idem', idem or '')
+  'fp', fp, 'src', src, 'id', id, 'idem', idem or '', 'marks', '1')
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if idem then
   redis.call('DEL', idem)
@@ -170,7 +181,29 @@ if slots then
 end
 local state = 'claimed'
 if resumed then state = 'resumed' end
-return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', '', c[8] or '', ''}
+local known = c[8] or ''
+if c[6] == '1' and c[10] and c[10] ~= '' then
+  known = '1'
+end
+return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', '', known, '', c[9] or '', c[10] or '', c[11] or ''}
+`
+
+// dispatchingLua: KEYS[1] identity. ARGV: owner, token, journal_id, journal_url, now_ms, step.
+// Marks, while this owner and token hold the running record, that a Proxmox write (step) is
+// about to leave: the journal entry, dispatched = 1, the time of the first, and step added to
+// the steps sent. Returns 1, or 0 when the lease is lost.
+const dispatchingLua = `
+local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token', 'sent')
+if c[1] ~= 'running' or c[2] ~= ARGV[1] or c[3] ~= ARGV[2] then
+  return 0
+end
+local sent = ARGV[6]
+if c[4] and c[4] ~= '' then
+  sent = c[4] .. ',' .. ARGV[6]
+end
+redis.call('HSET', KEYS[1], 'journal_id', ARGV[3], 'journal_url', ARGV[4], 'dispatched', '1', 'sent', sent)
+redis.call('HSETNX', KEYS[1], 'dispatched_at', ARGV[5])
+return 1
 `
 
 // suspendLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
@@ -195,6 +228,9 @@ if ARGV[9] == '1' then
 end
 redis.call('HSET', KEYS[1], 'journal_id', ARGV[3], 'journal_url', ARGV[4], 'dispatched', ARGV[5],
   'suspended', '1', 'lease', '0')
+if ARGV[5] ~= '1' then
+  redis.call('HDEL', KEYS[1], 'sent', 'dispatched_at')
+end
 return 1
 `
 

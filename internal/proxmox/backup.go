@@ -264,6 +264,29 @@ func BackupOfArchive(backups []BackupVolume, archive string) (BackupVolume, bool
 	return BackupVolume{}, false
 }
 
+// ActiveGuestTasks lists the tasks of guest vmid that still run on node (GET
+// /nodes/{node}/tasks with vmid and source=active), newest first, whatever their type.
+func (c *Client) ActiveGuestTasks(ctx context.Context, node string, vmid int64) ([]TaskSummary, error) {
+	q := url.Values{"vmid": {strconv.FormatInt(vmid, 10)}, "source": {"active"}}
+	r := request{method: http.MethodGet, path: "/nodes/" + url.PathEscape(node) + "/tasks", query: q}
+	list, err := getList(ctx, c, r, func(it map[string]string) TaskSummary {
+		return TaskSummary{UPID: it["upid"], Node: it["node"], Type: it["type"], ID: it["id"], User: it["user"],
+			Start: time.Unix(flatInt(it, "starttime"), 0).UTC(), Status: it["status"], Running: true}
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := list[:0]
+	for _, t := range list {
+		if t.UPID != "" && t.ID == strconv.FormatInt(vmid, 10) && (t.Status == "" || t.Status == "RUNNING") {
+			t.Status = ""
+			out = append(out, t)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b TaskSummary) int { return cmp.Or(b.Start.Compare(a.Start), cmp.Compare(b.UPID, a.UPID)) })
+	return out, nil
+}
+
 // TaskSummary is one task of a node's task list.
 type TaskSummary struct {
 	UPID  string
