@@ -107,15 +107,12 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 // adds a request to a verb fails here, and its row in docs/api-calls.md must say why.
 func TestAPICallsPerVerb(t *testing.T) {
 	t.Parallel()
-	body := []byte("QFI\xfb" + strings.Repeat("proxbus api-calls cloud image ", 1024))
-	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
-	t.Cleanup(img.Close)
-	sum := sha256.Sum256(body)
+	image, sum := serveCloudImage(t, "api-cloudimg-amd64.img")
 
 	e := newRTEnv(t) // TaskDuration -1, a fixed 1 ms task poll interval
 	e.pve.SetNodeRebootDuration(-1)
 	seen := 0
-	for i, tc := range apiCallCases(img.URL+"/images/api-cloudimg-amd64.img", hex.EncodeToString(sum[:])) {
+	for i, tc := range apiCallCases(image, sum) {
 		runVerb(t, e, tc.verb, fmt.Sprintf("api-%02d", i+1), tc.data, tc.status, tc.result)
 		log := e.pve.RequestLog()
 		calls, polls := apiCalls(log[seen:])
@@ -126,6 +123,17 @@ func TestAPICallsPerVerb(t *testing.T) {
 				strings.Join(calls, "\n\t"), polls, strings.Join(tc.calls, "\n\t"), tc.polls)
 		}
 	}
+}
+
+// serveCloudImage serves a small qcow2-looking image for vm.provision's cloud-image path for
+// the test's life and returns its URL, ending in name, and its sha256 in hex.
+func serveCloudImage(t *testing.T, name string) (url, sha256hex string) {
+	t.Helper()
+	body := []byte("QFI\xfb" + strings.Repeat("proxbus test cloud image ", 1024))
+	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
+	t.Cleanup(img.Close)
+	sum := sha256.Sum256(body)
+	return img.URL + "/images/" + name, hex.EncodeToString(sum[:])
 }
 
 // runVerb handles cmd as its first delivery and checks its result; a write's journal entry

@@ -2,11 +2,8 @@ package handlers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -173,11 +170,7 @@ var unconfirmable = map[string]bool{"node.reboot": true, "vm.reboot": true, "vm.
 // one journal entry, finalized (never left in_progress). The number of points is logged.
 func TestEveryCrashPoint(t *testing.T) {
 	t.Parallel()
-	body := []byte("QFI\xfb" + strings.Repeat("proxbus crash-point cloud image ", 1024))
-	img := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(body) }))
-	t.Cleanup(img.Close)
-	sum := sha256.Sum256(body)
-	cases := apiCallCases(img.URL+"/images/crash-cloudimg-amd64.img", hex.EncodeToString(sum[:]))
+	cases := apiCallCases(serveCloudImage(t, "crash-cloudimg-amd64.img"))
 
 	var mu sync.Mutex
 	total := 0
