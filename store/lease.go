@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
+	"time"
 )
 
 // leaseKeys returns the identity key, then the keys of l's Idempotency-Key and guards that
@@ -192,4 +194,53 @@ func (s *Store) UpdateResult(ctx context.Context, c CommandKey, result []byte) e
 		return fmt.Errorf("store: update result: %w", ErrNotFound)
 	}
 	return nil
+}
+
+// Inspection is what [Store.Inspect] shows of a command's identity record.
+type Inspection struct {
+	// State is Absent, Running or Finished.
+	State RecordState
+	// Owner and LeaseUntil are, for Running, the owner holding (or last holding) the command and
+	// when its lease ends (in the past: the owner stopped and the next delivery resumes it).
+	Owner      string
+	LeaseUntil time.Time
+	// Progress is what the record holds of the command's journal entry and its marked writes.
+	Progress Progress
+	// Suspended is true when the owner gave the command back with its progress (a wait).
+	Suspended bool
+	// Result is, for Finished, the stored result.
+	Result []byte
+}
+
+// Inspect reads command c's identity record for display (proxbus status); it changes nothing.
+func (s *Store) Inspect(ctx context.Context, c CommandKey) (Inspection, error) {
+	vals, err := s.rdb.HMGet(ctx, s.cmdKey(c), "state", "owner", "lease", "journal_id", "journal_url", "dispatched",
+		"dispatched_at", "sent", "suspended", "result").Result()
+	if err != nil {
+		return Inspection{}, fmt.Errorf("store: inspect: %w", err)
+	}
+	str := func(i int) string { v, _ := vals[i].(string); return v }
+	var in Inspection
+	switch str(0) {
+	case "done":
+		in.State, in.Result = Finished, []byte(str(9))
+		return in, nil
+	case "running":
+		in.State = Running
+	default:
+		return in, nil
+	}
+	in.Owner, in.Suspended = str(1), str(8) == "1"
+	if ms, err := strconv.ParseInt(str(2), 10, 64); err == nil && ms > 0 {
+		in.LeaseUntil = time.UnixMilli(ms).UTC()
+	}
+	in.Progress.JournalID, _ = strconv.ParseInt(str(3), 10, 64)
+	in.Progress.JournalURL, in.Progress.Dispatched = str(4), str(5) == "1"
+	if ms, err := strconv.ParseInt(str(6), 10, 64); err == nil && ms > 0 {
+		in.Progress.DispatchedAt = time.UnixMilli(ms).UTC()
+	}
+	if sent := str(7); sent != "" {
+		in.Progress.Sent = strings.Split(sent, ",")
+	}
+	return in, nil
 }
