@@ -79,7 +79,7 @@ type CommandStatus struct {
 	// Approval is the command's approval, when its endpoint needs one.
 	Approval *store.Approval `json:"approval,omitempty"`
 	// Steps are its step events, in order; Result its first-hand result, once answered.
-	Steps  []events.Step   `json:"steps"`
+	Steps  []events.Step  `json:"steps"`
 	Result *events.Result `json:"result,omitempty"`
 }
 
