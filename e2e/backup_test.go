@@ -120,7 +120,7 @@ func TestVMBackupResumedAfterCrash(t *testing.T) {
 	}
 	cmd := e.guestCommand("vm.backup", `{"vm":100,"storage":"local"}`)
 	e.publish(cmd) // it arrives, then the replica that took it sends the vzdump and dies
-	e.deadReplica(cmd, 200*time.Millisecond, true)
+	e.deadReplica(cmd, 200*time.Millisecond, true, "backup_vm")
 	e.pve.SetTaskDuration(3 * time.Second)
 	pve, err := proxmox.NewClient(e.base.Endpoints[0], proxmox.Secret(app.DemoPVESecret))
 	if err != nil {

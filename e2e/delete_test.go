@@ -164,15 +164,17 @@ func TestResumedDeleteIsConfirmed(t *testing.T) {
 		name       string
 		taskDur    time.Duration // of the dead replica's tasks
 		sendDelete bool
+		markDelete bool // the dead replica marked its DELETE as leaving
 		waitGone   bool // the destroy task ended before the redelivery
 		confirmFor time.Duration
 		wantStatus int
 		wantReason string
 		wantGone   bool
 	}{
-		{"killed while the destroy task runs", 1500 * time.Millisecond, true, false, 30 * time.Second, 200, "", true},
-		{"killed after the destroy task ended", 10 * time.Millisecond, true, true, 30 * time.Second, 200, "", true},
-		{"killed before the DELETE", 10 * time.Millisecond, false, false, 500 * time.Millisecond, 502, "proxmox_write_unconfirmed", false},
+		{"killed while the destroy task runs", 1500 * time.Millisecond, true, true, false, 30 * time.Second, 200, "", true},
+		{"killed after the destroy task ended", 10 * time.Millisecond, true, true, true, 30 * time.Second, 200, "", true},
+		{"killed after marking the DELETE, which never arrived", 10 * time.Millisecond, false, true, false, 500 * time.Millisecond, 502, "proxmox_write_unconfirmed", false},
+		{"killed after its stop, before the DELETE", 10 * time.Millisecond, false, false, false, 500 * time.Millisecond, 200, "", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +182,11 @@ func TestResumedDeleteIsConfirmed(t *testing.T) {
 			e := newEnv(t)
 			cmd := e.guestCommand("vm.delete", `{"vm":100,"stop_first":true}`)
 			e.pve.SetTaskDuration(tc.taskDur)
-			e.deadReplica(cmd, 200*time.Millisecond, true)
+			marked := []string{"stop_vm"}
+			if tc.markDelete {
+				marked = append(marked, "delete_vm")
+			}
+			e.deadReplica(cmd, 200*time.Millisecond, true, marked...)
 			e.rawPVE("POST", "/nodes/pve1/qemu/100/status/stop")
 			eventually(t, 10*time.Second, "the dead replica's stop ends", func() bool {
 				g, _ := e.pve.Guest(100)
@@ -203,11 +209,15 @@ func TestResumedDeleteIsConfirmed(t *testing.T) {
 			if res.Status != tc.wantStatus || res.Reason != tc.wantReason || !res.Finalized() {
 				t.Fatalf("got %d %s %q (%s; finalized %v), want %d %q", res.Status, res.Result, res.Reason, res.Detail, res.Finalized(), tc.wantStatus, tc.wantReason)
 			}
-			if n := len(e.pve.Tasks()); n != tasksBefore {
-				t.Errorf("tasks %d → %d: the resumed command wrote again", tasksBefore, n)
+			resumedSends := 0 // a DELETE never marked is the resumed command's to send, once
+			if !tc.markDelete {
+				resumedSends = 1
 			}
-			if n := e.deletes("/nodes/pve1/qemu/100"); n != deletesBefore {
-				t.Errorf("DELETEs %d → %d: the resumed command sent one", deletesBefore, n)
+			if n := len(e.pve.Tasks()); n != tasksBefore+resumedSends {
+				t.Errorf("tasks %d → %d, want %d more: the resumed command wrote again", tasksBefore, n, resumedSends)
+			}
+			if n := e.deletes("/nodes/pve1/qemu/100"); n != deletesBefore+resumedSends {
+				t.Errorf("DELETEs %d → %d, want %d more", deletesBefore, n, resumedSends)
 			}
 			if _, exists := e.pve.Guest(100); exists == tc.wantGone {
 				t.Errorf("guest 100 exists = %v, want %v", exists, !tc.wantGone)

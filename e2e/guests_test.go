@@ -317,7 +317,7 @@ func TestResumedGuestCommandsNeverWriteTwice(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			cmd := e.guestCommand(tc.verb, tc.data)
-			e.deadReplica(cmd, 200*time.Millisecond, true)
+			e.deadReplica(cmd, 200*time.Millisecond, true, "write")
 			time.Sleep(300 * time.Millisecond)
 			tasksBefore := len(e.pve.Tasks())
 			e.start()

@@ -352,10 +352,11 @@ func (e *env) redisDump() string {
 }
 
 // deadReplica plays a replica that claimed cmd with a lease of leaseTTL, wrote its
-// write-ahead journal entry (on the object the pipeline journals on) when wroteEntry, and
-// vanished without recording anything else: the write-ahead entry is the only trace a crashed
-// replica leaves, and the resumed command treats it as "the write may have been sent".
-func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, wroteEntry bool) {
+// write-ahead journal entry (on the object the pipeline journals on) when wroteEntry, marked
+// the writes named by marked as leaving (store.Dispatching, as a replica does right before it
+// sends each one), and vanished without recording anything else. A resumed command treats a
+// marked write as "may have been sent", and one without a mark as never sent.
+func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, wroteEntry bool, marked ...string) {
 	e.t.Helper()
 	st := newStore(e.t, e.redis.Client, store.Options{Prefix: e.redis.Prefix, LeaseTTL: leaseTTL})
 	ctx := context.Background()
@@ -380,8 +381,14 @@ func (e *env) deadReplica(cmd events.Command, leaseTTL time.Duration, wroteEntry
 			objectType, objectID = netbox.ObjectTypeVM, vms[0].ID
 		}
 	}
-	if _, err := nb.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindInfo,
-		Comments: "- verb: " + cmd.Verb + "\n- actor: tester\n- result: in_progress\n- command_id: " + cmd.ID + "\n"}); err != nil {
+	ref, err := nb.CreateJournalEntry(ctx, netbox.JournalEntry{ObjectType: objectType, ObjectID: objectID, Kind: netbox.KindInfo,
+		Comments: "- verb: " + cmd.Verb + "\n- actor: tester\n- result: in_progress\n- command_id: " + cmd.ID + "\n"})
+	if err != nil {
 		e.t.Fatalf("dead replica's journal entry: %v", err)
+	}
+	for _, step := range marked {
+		if err := st.Dispatching(ctx, claim.Lease, store.Progress{JournalID: ref.ID, JournalURL: ref.URL}, step); err != nil {
+			e.t.Fatalf("dead replica's mark of %s: %v", step, err)
+		}
 	}
 }

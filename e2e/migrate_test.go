@@ -146,20 +146,27 @@ func TestMigrateResumedAfterCrash(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name       string
+		marked     bool // the dead replica marked its migrate as leaving
 		sent       bool
 		wantStatus int
 		wantReason string
 		wantNode   string
+		wantPOSTs  int
 	}{
-		{"killed while its migration runs", true, 200, "", "pve1"},
-		{"killed before it sent the migrate", false, 502, "proxmox_write_unconfirmed", "pve3"},
+		{"killed while its migration runs", true, true, 200, "", "pve1", 1},
+		{"killed after marking the migrate, which never arrived", true, false, 502, "proxmox_write_unconfirmed", "pve3", 0},
+		{"killed before it sent the migrate", false, false, 200, "", "pve1", 1},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t)
 			cmd := e.guestCommand("vm.migrate", `{"vm":102,"target_node":"pve1"}`)
-			e.deadReplica(cmd, 200*time.Millisecond, true)
+			var marked []string
+			if tc.marked {
+				marked = []string{"migrate_vm"}
+			}
+			e.deadReplica(cmd, 200*time.Millisecond, true, marked...)
 			if tc.sent {
 				e.pve.SetTaskDuration(2 * time.Second)
 				e.postPVEForm("/nodes/pve3/qemu/102/migrate", url.Values{"target": {"pve1"}, "online": {"1"}})
@@ -170,12 +177,8 @@ func TestMigrateResumedAfterCrash(t *testing.T) {
 			if res.Status != tc.wantStatus || res.Reason != tc.wantReason {
 				t.Fatalf("got %d %s %q (%s), want %d %q", res.Status, res.Result, res.Reason, res.Detail, tc.wantStatus, tc.wantReason)
 			}
-			wantPOSTs := 0
-			if tc.sent {
-				wantPOSTs = 1 // the dead replica's
-			}
-			if n := e.pve.Requests("POST", "/nodes/pve3/qemu/102/migrate"); n != wantPOSTs {
-				t.Errorf("migrate POSTs = %d, want %d", n, wantPOSTs)
+			if n := e.pve.Requests("POST", "/nodes/pve3/qemu/102/migrate"); n != tc.wantPOSTs {
+				t.Errorf("migrate POSTs = %d, want %d (the dead replica's or, never sent, the resumed command's)", n, tc.wantPOSTs)
 			}
 			if g, _ := e.pve.Guest(102); g.Node != tc.wantNode {
 				t.Errorf("guest 102 on %s, want %s", g.Node, tc.wantNode)

@@ -298,7 +298,7 @@ func TestLostCreateAnswerAcrossRedeliveries(t *testing.T) {
 			e := newEnv(t)
 			cmd := e.command(pbs("pbs-crash"))
 			// The dead replica: claimed, recorded the dispatch, then vanished.
-			e.deadReplica(cmd, 300*time.Millisecond, true)
+			e.deadReplica(cmd, 300*time.Millisecond, true, "create_storage")
 			if tc.applied {
 				e.pve.AddStorage(proxmox.StorageConfig{"storage": "pbs-crash", "type": "pbs", "server": "pbs.example.net", "port": "8007",
 					"datastore": "store1", "username": "backup@pbs!proxbus", "fingerprint": fingerprint, "content": "backup", "prune-backups": "keep-all=1"})

@@ -77,7 +77,7 @@ func TestProvisionFromTemplate(t *testing.T) {
 	e.start()
 
 	t.Run("same node, local storage: direct clone", func(t *testing.T) {
-		cmd := e.guestCommand("vm.provision", `{"source":{"template_vmid":9000},"new_vmid":300,"new_name":"web-300","target_node":"pve1","storage":"local-lvm","memory_mb":2048,"cores":2}`)
+		cmd := e.guestCommand("vm.provision", `{"source":{"template_vmid":9000},"new_vmid":300,"new_name":"web-300","target_node":"pve1","storage":"local-lvm","memory_mb":4096,"cores":2}`)
 		res := e.send(cmd)
 		if res.Status != 201 || res.Result != "created" {
 			t.Fatalf("%d %s %s %s", res.Status, res.Result, res.Reason, res.Detail)
@@ -91,8 +91,19 @@ func TestProvisionFromTemplate(t *testing.T) {
 		if got := e.stepTrail(cmd); !slices.Equal(got, want) {
 			t.Errorf("steps %v\nwant  %v", got, want)
 		}
-		if g, ok := e.pve.Guest(300); !ok || g.Node != "pve1" || g.Status != "running" {
+		if g, ok := e.pve.Guest(300); !ok || g.Node != "pve1" || g.Status != "running" || g.Config["memory"] != "4096" {
 			t.Errorf("guest %+v", g)
+		}
+	})
+
+	t.Run("a configuration that changes nothing is not sent", func(t *testing.T) {
+		cmd := e.guestCommand("vm.provision", `{"source":{"template_vmid":9000},"new_vmid":309,"new_name":"web-309","target_node":"pve1","storage":"local-lvm","memory_mb":2048,"cores":2}`)
+		res := e.send(cmd)
+		if out := provisionOutput(t, res); res.Status != 201 || out.ConfigUPID != "" {
+			t.Fatalf("%d %s, output %+v; want created without a configuration update", res.Status, res.Reason, out)
+		}
+		if n := e.pve.Requests("POST", "/nodes/pve1/qemu/309/config"); n != 0 {
+			t.Errorf("configuration updates = %d, want 0: the template's memory and cores are the ones asked", n)
 		}
 	})
 
