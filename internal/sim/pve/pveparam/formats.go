@@ -1,0 +1,391 @@
+package pveparam
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// ErrUndefinedFormat reports a format the schema names that no verifier here ports.
+var ErrUndefinedFormat = errors.New("undefined format")
+
+// checkFormat is check_format (src/PVE/JSONSchema.pm) for a named format: "name-list"
+// checks each item of split_list (an empty list passes), "name-opt" checks a value that is
+// not false, a property-string format parses the value, any other calls the verifier.
+func checkFormat(format, value, path string) error {
+	if format == "regex" {
+		return nil
+	}
+	name, kind := format, ""
+	for _, suffix := range []string{"-list", "-opt"} {
+		if n, ok := strings.CutSuffix(format, suffix); ok {
+			name, kind = n, suffix
+			break
+		}
+	}
+	verify := verifier(name)
+	hash, isHash := hashFormat(name)
+	if verify == nil && !isHash {
+		return fmt.Errorf("%w '%s'\n", ErrUndefinedFormat, format)
+	}
+	if kind != "" && isHash {
+		return fmt.Errorf("'%s' format must have code ref, not hash\n", kind)
+	}
+	switch kind {
+	case "-list":
+		for _, item := range splitList(value) {
+			if err := verify(item); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "-opt":
+		if value == "" || value == "0" {
+			return nil
+		}
+		return verify(value)
+	}
+	if isHash {
+		return parsePropertyString(hash.props, hash.validate, value, path)
+	}
+	return verify(value)
+}
+
+var (
+	listSeparators = regexp.MustCompile(`[,;]`)
+	perlSpace      = regexp.MustCompile(`\s+`)
+)
+
+// splitList is split_list (src/PVE/ParseUtils.pm): at NUL bytes when there are any,
+// otherwise at commas, semicolons and white space.
+func splitList(s string) []string {
+	if strings.Contains(s, "\x00") {
+		return perlSplit(s, "\x00")
+	}
+	s = listSeparators.ReplaceAllString(s, " ")
+	s = strings.TrimLeft(s, " \t\n\r\f\v")
+	if s == "" {
+		return nil
+	}
+	fields := perlSpace.Split(s, -1)
+	for len(fields) > 0 && fields[len(fields)-1] == "" {
+		fields = fields[:len(fields)-1]
+	}
+	return fields
+}
+
+// verifier returns the verifier of a code-ref format (nil when there is none). A verifier
+// returns PVE's die message, newline included.
+func verifier(name string) func(string) error {
+	switch name {
+	case "string":
+		return func(string) error { return nil }
+	case "urlencoded":
+		return verifyURLEncoded
+	case "pve-configid":
+		return verifyConfigID
+	case "pve-storage-id":
+		return verifyStorageID
+	case "pve-bridge-id":
+		return verifyBridgeID
+	case "pve-vmid":
+		return verifyVMID
+	case "pve-node":
+		return verifyNodeName
+	case "storage-pair":
+		return verifyStoragePair
+	case "mac-addr":
+		return verifyMACAddr
+	case "ipv4":
+		return verifyIPv4
+	case "ipv6":
+		return verifyIPv6
+	case "ip":
+		return verifyIP
+	case "pve-ipv4-config":
+		return verifyIPv4Config
+	case "pve-ipv6-config":
+		return verifyIPv6Config
+	case "dns-name":
+		return verifyDNSName
+	case "address":
+		return verifyAddress
+	case "disk-size":
+		return verifyDiskSize
+	case "pve-tag":
+		return verifyTag
+	case "pve-storage-server":
+		return verifyStorageServer
+	case "pve-storage-content":
+		return verifyContent
+	case "pve-volume-id":
+		return verifyVolumeID
+	case "pve-volume-id-or-qm-path":
+		return verifyVolumeIDOrQMPath
+	case "pve-volume-id-or-absolute-path":
+		return verifyVolumeIDOrAbsolutePath
+	case "pve-qm-bootdev":
+		return verifyBootdev
+	case "pve-phys-bits":
+		return verifyPhysBits
+	}
+	return nil
+}
+
+// hashFormatDef is a named property-string format and its validator.
+type hashFormatDef struct {
+	props    map[string]Schema
+	validate func(map[string]string) error
+}
+
+// hashFormat returns a named property-string format.
+func hashFormat(name string) (hashFormatDef, bool) {
+	switch name {
+	case "prune-backups":
+		return hashFormatDef{props: pruneBackupsFormat(), validate: validatePruneBackups}, true
+	case "pve-qm-ipconfig":
+		return hashFormatDef{props: ipconfigFormat()}, true
+	case "pve-qm-boot":
+		return hashFormatDef{props: bootFormat()}, true
+	case "pve-vm-cpu-conf":
+		return hashFormatDef{props: cpuFormat(), validate: validateVMCPUConf}, true
+	}
+	return hashFormatDef{}, false
+}
+
+// perlRe compiles a Perl pattern matched as m/^(?:…)$/: $ also before a final newline.
+func perlRe(pattern string) *regexp.Regexp {
+	return regexp.MustCompile(`^(?:` + pattern + `)\n?$`)
+}
+
+// Patterns of src/PVE/JSONSchema.pm and src/PVE/ParseUtils.pm (pve-common).
+var (
+	urlencodedRe = perlRe(`[-%a-zA-Z0-9_.!~*'()]*`)
+	configIDRe   = perlRe(`(?i:[a-z][a-z0-9_-]+)`) // $CONFIGID_RE
+	idRe         = perlRe(`(?i:[a-z][a-z0-9\-\_\.]*[a-z0-9])`)
+	bridgeIDRe   = perlRe(`[-_.\w\d]+`)
+	vmidRe       = perlRe(`[1-9][0-9]{2,8}`)
+	nodeNameRe   = perlRe(`[a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?`)
+	macAddrRe    = perlRe(`(?i:[a-f0-9][02468ace](?::[a-f0-9]{2}){5})`)
+	ipv4Octet    = `(?:25[0-5]|(?:2[0-4]|1[0-9]|[1-9])?[0-9])`
+	ipv4RE       = `(?:(?:` + ipv4Octet + `\.){3}` + ipv4Octet + `)`
+	ipv6H16      = `(?:[0-9a-fA-F]{1,4})`
+	ipv6LS32     = `(?:(?:` + ipv4RE + `|` + ipv6H16 + `:` + ipv6H16 + `))`
+	ipv6RE       = `(?:` +
+		`(?:(?:(?:` + ipv6H16 + `:){6})` + ipv6LS32 + `)|` +
+		`(?:(?:::(?:` + ipv6H16 + `:){5})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){4})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,1}` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){3})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,2}` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){2})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,3}` + ipv6H16 + `)?::(?:` + ipv6H16 + `:){1})` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,4}` + ipv6H16 + `)?::)` + ipv6LS32 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,5}` + ipv6H16 + `)?::)` + ipv6H16 + `)|` +
+		`(?:(?:(?:(?:` + ipv6H16 + `:){0,6}` + ipv6H16 + `)?::)))`
+	ipv4Re      = perlRe(ipv4RE)
+	ipv6Re      = perlRe(ipv6RE)
+	ipRe        = perlRe(ipv4RE + `|` + ipv6RE)
+	cidrv4Re    = regexp.MustCompile(`^(?:` + ipv4RE + `)(?:/(\d+))$`)
+	cidrv6Re    = regexp.MustCompile(`^(?:` + ipv6RE + `)(?:/(\d+))$`)
+	dnsNameRe   = perlRe(`(([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)\.)*([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)`)
+	diskSizeRe  = perlRe(`(\d+(\.\d+)?)([KMGT](?:iB)?)?`)
+	tagRe       = perlRe(`(?i:[a-z0-9_][a-z0-9_\-\+\.]*)`) // $PVE_TAG_RE
+	ipConfigKw4 = perlRe(`dhcp|manual`)
+	ipConfigKw6 = perlRe(`auto|dhcp|manual`)
+)
+
+// verifyURLEncoded is pve_verify_urlencoded (pve-common src/PVE/JSONSchema.pm).
+func verifyURLEncoded(s string) error {
+	if !urlencodedRe.MatchString(s) {
+		return fmt.Errorf("invalid urlencoded string: %s\n", s)
+	}
+	return nil
+}
+
+// verifyConfigID is pve_verify_configid (pve-common src/PVE/JSONSchema.pm): $CONFIGID_RE,
+// /[a-z][a-z0-9_-]+/i, so at least two characters and '-' allowed.
+func verifyConfigID(s string) error {
+	if !configIDRe.MatchString(s) {
+		return fmt.Errorf("invalid configuration ID '%s'\n", s)
+	}
+	return nil
+}
+
+// verifyStorageID is parse_storage_id and parse_id (pve-common src/PVE/JSONSchema.pm).
+func verifyStorageID(s string) error { return parseID(s, "storage") }
+
+func parseID(id, typ string) error {
+	if len([]rune(id)) < 2 {
+		return fmt.Errorf("%s ID '%s' cannot be shorter than 2 characters\n", typ, id)
+	}
+	if !idRe.MatchString(id) {
+		return fmt.Errorf("%s ID '%s' contains illegal characters\n", typ, id)
+	}
+	return nil
+}
+
+// verifyBridgeID is parse_bridge_id (pve-common src/PVE/JSONSchema.pm).
+func verifyBridgeID(s string) error {
+	if !bridgeIDRe.MatchString(s) {
+		return fmt.Errorf("invalid bridge ID '%s'\n", s)
+	}
+	return nil
+}
+
+// verifyVMID is pve_verify_vmid (pve-common src/PVE/JSONSchema.pm): /^[1-9][0-9]{2,8}$/.
+func verifyVMID(s string) error {
+	if !vmidRe.MatchString(s) {
+		return errors.New("value does not look like a valid VM ID\n")
+	}
+	return nil
+}
+
+// verifyNodeName is pve_verify_node_name (pve-common src/PVE/JSONSchema.pm).
+func verifyNodeName(s string) error {
+	if !nodeNameRe.MatchString(s) {
+		return errors.New("value does not look like a valid node name\n")
+	}
+	return nil
+}
+
+// verifyStoragePair is verify_storagepair, i.e. $verify_idpair over parse_idmap with
+// pve-storage-id (pve-common src/PVE/JSONSchema.pm): "1" (identity), "source:target" pairs
+// and at most one default target, each a storage ID.
+func verifyStoragePair(s string) error {
+	if err := parseIDMap(s, verifyStorageID); err != nil {
+		return fmt.Errorf("%s\n", err.Error())
+	}
+	return nil
+}
+
+var pairRe = regexp.MustCompile(`^([^:]+):([^:]+)\n?$`)
+
+// parseIDMap is parse_idmap (pve-common src/PVE/JSONSchema.pm).
+func parseIDMap(idmap string, verify func(string) error) error {
+	if idmap == "" || idmap == "0" {
+		return nil
+	}
+	identity, hasDefault := false, false
+	entries := map[string]bool{}
+	for _, entry := range splitList(idmap) {
+		if entry == "1" {
+			identity = true
+			continue
+		}
+		if m := pairRe.FindStringSubmatch(entry); m != nil {
+			for _, id := range m[1:] {
+				if err := verify(id); err != nil {
+					return fmt.Errorf("entry '%s' contains invalid ID - %s\n", entry, err.Error())
+				}
+			}
+			if entries[m[1]] {
+				return fmt.Errorf("duplicate mapping for source '%s'\n", m[1])
+			}
+			entries[m[1]] = true
+			continue
+		}
+		if err := verify(entry); err != nil {
+			return fmt.Errorf("entry '%s' contains invalid ID - %s\n", entry, err.Error())
+		}
+		if hasDefault {
+			return errors.New("default target ID can only be provided once\n")
+		}
+		hasDefault = true
+	}
+	if identity && (hasDefault || len(entries) > 0) {
+		return errors.New("identity mapping cannot be combined with other mappings\n")
+	}
+	return nil
+}
+
+// verifyMACAddr is pve_verify_mac_addr (pve-common src/PVE/JSONSchema.pm): unicast only.
+func verifyMACAddr(s string) error {
+	if !macAddrRe.MatchString(s) {
+		return errors.New("value does not look like a valid unicast MAC address\n")
+	}
+	return nil
+}
+
+// verifyIPv4 is pve_verify_ipv4 (pve-common src/PVE/JSONSchema.pm).
+func verifyIPv4(s string) error {
+	if !ipv4Re.MatchString(s) {
+		return errors.New("value does not look like a valid IPv4 address\n")
+	}
+	return nil
+}
+
+// verifyIPv6 is pve_verify_ipv6 (pve-common src/PVE/JSONSchema.pm).
+func verifyIPv6(s string) error {
+	if !ipv6Re.MatchString(s) {
+		return errors.New("value does not look like a valid IPv6 address\n")
+	}
+	return nil
+}
+
+// verifyIP is pve_verify_ip (pve-common src/PVE/JSONSchema.pm).
+func verifyIP(s string) error {
+	if !ipRe.MatchString(s) {
+		return errors.New("value does not look like a valid IP address\n")
+	}
+	return nil
+}
+
+// cidr is pve_verify_cidrv4/pve_verify_cidrv6 (pve-common src/PVE/JSONSchema.pm): an
+// address with a prefix length above 7 and at most max.
+func cidr(re *regexp.Regexp, s string, max int) bool {
+	m := re.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	n := numify(m[1])
+	return n > 7 && n <= float64(max)
+}
+
+// verifyIPv4Config is pve_verify_ipv4_config (pve-common src/PVE/JSONSchema.pm).
+func verifyIPv4Config(s string) error {
+	if ipConfigKw4.MatchString(s) || cidr(cidrv4Re, s, 32) {
+		return nil
+	}
+	return errors.New("value does not look like a valid ipv4 network configuration\n")
+}
+
+// verifyIPv6Config is pve_verify_ipv6_config (pve-common src/PVE/JSONSchema.pm).
+func verifyIPv6Config(s string) error {
+	if ipConfigKw6.MatchString(s) || cidr(cidrv6Re, s, 128) {
+		return nil
+	}
+	return errors.New("value does not look like a valid ipv6 network configuration\n")
+}
+
+// verifyDNSName is pve_verify_dns_name (pve-common src/PVE/JSONSchema.pm).
+func verifyDNSName(s string) error {
+	if !dnsNameRe.MatchString(s) {
+		return errors.New("value does not look like a valid DNS name\n")
+	}
+	return nil
+}
+
+// verifyAddress is pve_verify_address (pve-common src/PVE/JSONSchema.pm): an IP address or
+// a DNS name; "[fe80::1]" is neither.
+func verifyAddress(s string) error {
+	if verifyIP(s) != nil && verifyDNSName(s) != nil {
+		return fmt.Errorf("value does not look like a valid address: %s\n", s)
+	}
+	return nil
+}
+
+// verifyDiskSize is pve_verify_disk_size and parse_size (pve-common src/PVE/JSONSchema.pm).
+func verifyDiskSize(s string) error {
+	if !diskSizeRe.MatchString(s) {
+		return fmt.Errorf("value does not look like a valid disk size: %s\n", s)
+	}
+	return nil
+}
+
+// verifyTag is pve_verify_tag (pve-common src/PVE/JSONSchema.pm), used as pve-tag-list.
+func verifyTag(s string) error {
+	if !tagRe.MatchString(s) {
+		return errors.New("invalid characters in tag\n")
+	}
+	return nil
+}
