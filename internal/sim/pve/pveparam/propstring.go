@@ -3,6 +3,7 @@ package pveparam
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -15,13 +16,7 @@ type formatError map[string]string
 func (e formatError) Error() string {
 	var b strings.Builder
 	b.WriteString("format error\n")
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range e {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(e)) {
 		fmt.Fprintf(&b, "%s: %s\n", k, e[k])
 	}
 	return b.String()
@@ -79,13 +74,7 @@ func parsePropertyString(format map[string]Schema, validator func(map[string]str
 		if defaultKey != "" {
 			return fmt.Errorf("duplicate key in comma-separated list property: %s\n", defaultKey)
 		}
-		for _, key := range slices.Sorted(func(yield func(string) bool) {
-			for k := range format {
-				if !yield(k) {
-					return
-				}
-			}
-		}) {
+		for _, key := range slices.Sorted(maps.Keys(format)) {
 			if !format[key].DefaultKey {
 				continue
 			}
