@@ -194,11 +194,13 @@ func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path 
 			return a // pveproxy cannot reach the node
 		}
 	}
+	if perr != nil {
+		// pve-http-server's handle_api2_request: extract_params dies inside its eval, which
+		// answers 500 with the error, before rest_handler checks permissions.
+		return fail(http.StatusInternalServerError, perr.Error())
+	}
 	if acl, priv := ep.perm(c); priv != "" && !tok.has(priv) {
 		return fail(http.StatusForbidden, fmt.Sprintf("Permission check failed (%s, %s)", acl, priv))
-	}
-	if perr != nil {
-		return fail(http.StatusBadRequest, perr.Error())
 	}
 	params, errs := checkParams(r, *use, decoded)
 	if len(errs) > 0 {

@@ -75,3 +75,20 @@ func TestParametersCheckedBeforeHandlers(t *testing.T) {
 		}
 	}
 }
+
+// TestUndecodableBody: a JSON body pveproxy cannot decode (an empty one included: decode_json
+// dies on it) is its 500, before the permission check; nothing runs.
+func TestUndecodableBody(t *testing.T) {
+	t.Parallel()
+	sim, api := startOpts(t, simpve.Options{Scenario: simpve.ScenarioDemo, TaskDuration: -1})
+	audit := "PVEAPIToken=" + simpve.AuditTokenID + "=" + simpve.DemoSecret
+	for _, tt := range []struct{ auth, body string }{{demoAuth, ""}, {demoAuth, `{"snapname":`}, {audit, "[1]"}} {
+		r := mustDo(t, "POST", api+"/nodes/pve1/qemu/100/snapshot", tt.auth, "application/json", tt.body)
+		if r.status != 500 || !strings.Contains(r.message, "unable to parse request body") {
+			t.Errorf("JSON body %q = %d %q, want 500 unable to parse request body", tt.body, r.status, r.message)
+		}
+	}
+	if n := len(sim.Tasks()); n != 0 {
+		t.Errorf("%d tasks started", n)
+	}
+}
