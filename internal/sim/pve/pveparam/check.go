@@ -218,5 +218,47 @@ func compilePerl(pattern string) (*regexp.Regexp, error) {
 		}
 		return "(?:"
 	})
-	return regexp.Compile("^" + pattern + `\n?$`)
+	return regexp.Compile("^" + perlClasses(pattern) + `\n?$`)
+}
+
+// perlClasses rewrites Perl's \d, \w and \s, which match Unicode characters in the decoded
+// (character) strings PVE checks, as RE2's Unicode classes; RE2's own are ASCII only.
+func perlClasses(pattern string) string {
+	var b strings.Builder
+	inClass := false
+	for i := 0; i < len(pattern); i++ {
+		c := pattern[i]
+		switch {
+		case c == '\\' && i+1 < len(pattern):
+			i++
+			classes := map[byte]string{'d': `\p{Nd}`, 'w': `\p{L}\p{M}\p{Nd}\p{Pc}`, 's': `\s\x{85}\p{Z}`}
+			if cls, ok := classes[pattern[i]]; ok {
+				if inClass || pattern[i] == 'd' {
+					b.WriteString(cls)
+				} else {
+					b.WriteString("[" + cls + "]")
+				}
+				continue
+			}
+			b.WriteByte(c)
+			b.WriteByte(pattern[i])
+		case c == '[' && !inClass:
+			inClass = true
+			b.WriteByte(c)
+			if i+1 < len(pattern) && pattern[i+1] == '^' { // a leading ] or ^] is literal
+				i++
+				b.WriteByte('^')
+			}
+			if i+1 < len(pattern) && pattern[i+1] == ']' {
+				i++
+				b.WriteByte(']')
+			}
+		case c == ']' && inClass:
+			inClass = false
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }

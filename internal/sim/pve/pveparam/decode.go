@@ -61,8 +61,10 @@ func Decode(method, contentType, rawQuery string, body []byte) (Values, error) {
 	return params, nil
 }
 
-// percent is one %XX escape.
-var percent = regexp.MustCompile(`%[0-9a-fA-F]{2}`)
+var (
+	percent       = regexp.MustCompile(`%[0-9a-fA-F]{2}`) // one %XX escape
+	pairSeparator = regexp.MustCompile(`[&;]`)
+)
 
 // DecodeURLEncoded is pve-http-server's decode_urlencoded (src/PVE/APIServer/AnyEvent.pm):
 // pairs split at "&" and ";", each at "=" as Perl's split does (trailing empty fields are
@@ -83,7 +85,11 @@ func DecodeURLEncoded(data string) Values {
 			return string([]byte{b})
 		})
 	}
-	for _, kv := range strings.FieldsFunc(data, func(r rune) bool { return r == '&' || r == ';' }) {
+	pairs := pairSeparator.Split(data, -1)
+	for len(pairs) > 0 && pairs[len(pairs)-1] == "" { // Perl's split drops trailing empty fields
+		pairs = pairs[:len(pairs)-1]
+	}
+	for _, kv := range pairs {
 		fields := perlSplit(kv, "=")
 		if len(fields) == 0 {
 			fields = []string{""}

@@ -54,7 +54,7 @@ func checkFormat(format, value, path string) error {
 
 var (
 	listSeparators = regexp.MustCompile(`[,;]`)
-	perlSpace      = regexp.MustCompile(`\s+`)
+	perlSpace      = regexp.MustCompile(`[\s\x{85}\p{Z}]+`) // Perl's \s on a character string
 )
 
 // splitList is split_list (src/PVE/ParseUtils.pm): at NUL bytes when there are any,
@@ -64,7 +64,9 @@ func splitList(s string) []string {
 		return perlSplit(s, "\x00")
 	}
 	s = listSeparators.ReplaceAllString(s, " ")
-	s = strings.TrimLeft(s, " \t\n\r\f\v")
+	if loc := perlSpace.FindStringIndex(s); loc != nil && loc[0] == 0 {
+		s = s[loc[1]:]
+	}
 	if s == "" {
 		return nil
 	}
@@ -156,7 +158,7 @@ func hashFormat(name string) (hashFormatDef, bool) {
 
 // perlRe compiles a Perl pattern matched as m/^(?:…)$/: $ also before a final newline.
 func perlRe(pattern string) *regexp.Regexp {
-	return regexp.MustCompile(`^(?:` + pattern + `)\n?$`)
+	return regexp.MustCompile(`^(?:` + perlClasses(pattern) + `)\n?$`)
 }
 
 // Patterns of src/PVE/JSONSchema.pm and src/PVE/ParseUtils.pm (pve-common).
@@ -185,8 +187,8 @@ var (
 	ipv4Re      = perlRe(ipv4RE)
 	ipv6Re      = perlRe(ipv6RE)
 	ipRe        = perlRe(ipv4RE + `|` + ipv6RE)
-	cidrv4Re    = regexp.MustCompile(`^(?:` + ipv4RE + `)(?:/(\d+))$`)
-	cidrv6Re    = regexp.MustCompile(`^(?:` + ipv6RE + `)(?:/(\d+))$`)
+	cidrv4Re    = regexp.MustCompile(`^(?:` + ipv4RE + `)(?:/(\p{Nd}+))\n?$`)
+	cidrv6Re    = regexp.MustCompile(`^(?:` + ipv6RE + `)(?:/(\p{Nd}+))\n?$`)
 	dnsNameRe   = perlRe(`(([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)\.)*([a-zA-Z0-9]([a-zA-Z0-9\-]*[a-zA-Z0-9])?)`)
 	diskSizeRe  = perlRe(`(\d+(\.\d+)?)([KMGT](?:iB)?)?`)
 	tagRe       = perlRe(`(?i:[a-z0-9_][a-z0-9_\-\+\.]*)`) // $PVE_TAG_RE

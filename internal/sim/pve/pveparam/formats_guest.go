@@ -30,7 +30,7 @@ func verifyContent(s string) error {
 	return fmt.Errorf("invalid content type '%s'\n", s)
 }
 
-var volumeIDRe = regexp.MustCompile(`(?i)^([a-z][a-z0-9\-\_\.]*[a-z0-9]):(.+)\n?$`)
+var volumeIDRe = perlRe(`(?i:[a-z][a-z0-9\-\_\.]*[a-z0-9]):.+`)
 
 // verifyVolumeID is parse_volume_id (pve-storage src/PVE/Storage/Plugin.pm).
 func verifyVolumeID(s string) error {
@@ -106,7 +106,7 @@ func bootFormat() map[string]Schema {
 // $MAX_HOSTPCI_DEVICES; Drive.pm $MAX_*_DISKS).
 var bootdevCounts = map[string]int{"ide": 4, "scsi": 31, "virtio": 16, "sata": 6, "net": 32, "usb": 14, "hostpci": 16}
 
-var bootdevRe = regexp.MustCompile(`^([a-z]+)(\d+)$`)
+var bootdevRe = regexp.MustCompile(`^([a-z]+)([0-9]+)\n?$`)
 
 // verifyBootdev is verify_bootdev (qemu-server src/PVE/QemuServer.pm).
 func verifyBootdev(s string) error {

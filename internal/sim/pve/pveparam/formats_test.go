@@ -180,17 +180,47 @@ func TestQemuFormats(t *testing.T) {
 func TestSplitList(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"a,b;c d":   "a|b|c|d",
-		" a,,b ":    "a|b",
-		"":          "",
-		"a\x00b,c":  "a|b,c",
-		",":         "",
-		"a\t\nb":    "a|b",
-		"100":       "100",
-		" ;100 ,  ": "100",
+		"a,b;c d":      "a|b|c|d",
+		" a,,b ":       "a|b",
+		"":             "",
+		"a\x00b,c":     "a|b,c",
+		",":            "",
+		"a\t\nb":       "a|b",
+		"100":          "100",
+		" ;100 ,  ":    "100",
+		"100\u00a0101": "100|101", // \s is Unicode's
 	} {
 		if got := strings.Join(splitList(in), "|"); got != want {
 			t.Errorf("splitList(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestPerlCharacterClasses: PVE matches decoded character strings, where Perl's \d, \w and
+// \s are Unicode's, and $ also matches before a final newline.
+func TestPerlCharacterClasses(t *testing.T) {
+	t.Parallel()
+	runFormatCases(t, []formatCase{
+		{"pve-bridge-id", "vmbré0", ""},     // \w is Unicode's
+		{"pve-bridge-id", "vmbr\u0661", ""}, // so is \d
+		{"pve-bridge-id", "vmbr0\n", ""},    // $ before a final newline
+		{"pve-bridge-id", "vmbr0\n\n", "invalid bridge ID"},
+		{"disk-size", "\u0661\u0660G", ""},
+		{"pve-vmid", "\u0661\u0660\u0660", "value does not look like a valid VM ID"}, // [0-9] is ASCII
+		{"pve-ipv4-config", "192.0.2.10/24\n", ""},
+		{"pve-ipv4-config", "192.0.2.10/\u0662\u0664", "value does not look like a valid ipv4 network configuration"}, // numifies to 0
+	})
+	for pattern, cases := range map[string]map[string]bool{
+		`[-_.\w\d]+`:          {"a-b": true, "é": true, "a b": false, "]": false},
+		`\s+`:                 {" \t": true, "\u00a0": true, "x": false},
+		`[^\d]+`:              {"ab": true, "a1": false},
+		`[]a]+`:               {"]a": true, "b": false},
+		`(/dev/[^,]+|socket)`: {"/dev/ttyS0": true, "socket": true, "/dev/a,b": false},
+	} {
+		for v, want := range cases {
+			if got := perlMatch(pattern, v); got != want {
+				t.Errorf("%q =~ /^%s$/ = %v, want %v", v, pattern, got, want)
+			}
 		}
 	}
 }
