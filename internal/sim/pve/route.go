@@ -184,23 +184,32 @@ func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path 
 	if !ok {
 		return a
 	}
-	c := &call{r: r, path: path, tokenID: tokenID, token: tok}
+	if perr != nil {
+		// pve-http-server's handle_api2_request: extract_params dies inside its eval, which
+		// answers 500 with the error, before rest_handler finds the method.
+		return fail(http.StatusInternalServerError, perr.Error())
+	}
+	c := &call{r: r, path: path, params: decoded.Form(), tokenID: tokenID, token: tok}
 	if use == nil {
 		return notImplemented(c)
 	}
 	c.use = *use
-	if n := r.PathValue("node"); n != "" {
-		if a, down := s.nodeDown(n); down {
-			return a // pveproxy cannot reach the node
-		}
-	}
-	if perr != nil {
-		// pve-http-server's handle_api2_request: extract_params dies inside its eval, which
-		// answers 500 with the error, before rest_handler checks permissions.
-		return fail(http.StatusInternalServerError, perr.Error())
+	// pve-manager PVE/HTTPServer.pm, rest_handler: parameters that contradict the path,
+	// then the permissions, then the proxy to the method's node (every /nodes/{node} method
+	// proxbus uses has proxyto 'node'), and only then the method's parameter checks.
+	if errs := pathConflicts(r, *use, decoded); len(errs) > 0 {
+		return paramFail(errs)
 	}
 	if acl, priv := ep.perm(c); priv != "" && !tok.has(priv) {
 		return fail(http.StatusForbidden, fmt.Sprintf("Permission check failed (%s, %s)", acl, priv))
+	}
+	if n := r.PathValue("node"); n != "" {
+		if _, found := s.state.node(n); !found {
+			return unknownNode(n) // remote_node_ip cannot resolve it
+		}
+		if a, down := s.nodeDown(n); down {
+			return a // pveproxy cannot reach the node
+		}
 	}
 	params, errs := checkParams(r, *use, decoded)
 	if len(errs) > 0 {
@@ -208,6 +217,24 @@ func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path 
 	}
 	c.params = params
 	return ep.fn(c)
+}
+
+// pathConflicts reports the body or query parameters that name a path parameter with
+// another value, as rest_handler refuses them ("duplicate parameter (already defined in
+// URI) with conflicting values!"); the same value is allowed.
+func pathConflicts(r *http.Request, use proxmox.APIUse, decoded pveparam.Values) map[string]string {
+	var errs map[string]string
+	for _, n := range pathParam.FindAllStringSubmatch(use.Path, -1) {
+		v, sent := decoded[n[1]]
+		if !sent || (v.Kind == pveparam.Scalar && v.Text == r.PathValue(n[1])) {
+			continue
+		}
+		if errs == nil {
+			errs = map[string]string{}
+		}
+		errs[n[1]] = "duplicate parameter (already defined in URI) with conflicting values!"
+	}
+	return errs
 }
 
 // checkParams validates a request's parameters, the path's included, against the PVE

@@ -92,3 +92,37 @@ func TestUndecodableBody(t *testing.T) {
 		t.Errorf("%d tasks started", n)
 	}
 }
+
+// TestCheckOrder pins rest_handler's order: parameters contradicting the path (400), the
+// permission check (403), the node the method is proxied to (500), then the parameter checks.
+func TestCheckOrder(t *testing.T) {
+	t.Parallel()
+	sim, api := startOpts(t, simpve.Options{Scenario: simpve.ScenarioDemo, TaskDuration: -1})
+	audit := "PVEAPIToken=" + simpve.AuditTokenID + "=" + simpve.DemoSecret
+	for _, tt := range []struct {
+		name, auth, path, body string
+		status                 int
+		reason                 string
+		errors                 map[string]string
+	}{
+		{"a body vmid other than the path's", demoAuth, "/nodes/pve1/qemu/100/snapshot", "snapname=s1&vmid=101", 400, "Parameter verification failed.",
+			map[string]string{"vmid": "duplicate parameter (already defined in URI) with conflicting values!\n"}},
+		{"the same vmid in the body", demoAuth, "/nodes/pve1/qemu/100/snapshot", "snapname=s1&vmid=100", 200, "OK", nil},
+		{"permission before parameters", audit, "/nodes/pve1/qemu/100/snapshot", "snapname=s1&vmstate=true", 403, "Permission check failed (/vms/100, VM.Snapshot)", nil},
+		{"unknown node before parameters", demoAuth, "/nodes/pve9/qemu/100/snapshot", "snapname=s1&vmstate=true", 500,
+			"hostname lookup 'pve9' failed - failed to get address info for: pve9: Name or service not known", nil},
+	} {
+		r := mustDo(t, "POST", api+tt.path, tt.auth, formType, tt.body)
+		if r.status != tt.status || r.reason != tt.reason {
+			t.Errorf("%s: %d %q, want %d %q", tt.name, r.status, r.reason, tt.status, tt.reason)
+		}
+		for k, want := range tt.errors {
+			if r.errors[k] != want {
+				t.Errorf("%s: %s = %q, want %q", tt.name, k, r.errors[k], want)
+			}
+		}
+	}
+	if n := len(sim.Tasks()); n != 1 {
+		t.Errorf("%d tasks started, want the one accepted snapshot", n)
+	}
+}

@@ -222,7 +222,8 @@ func compilePerl(pattern string) (*regexp.Regexp, error) {
 }
 
 // perlClasses rewrites Perl's \d, \w and \s, which match Unicode characters in the decoded
-// (character) strings PVE checks, as RE2's Unicode classes; RE2's own are ASCII only.
+// (character) strings PVE checks, as RE2's Unicode classes (RE2's own are ASCII only), and
+// Perl's {,n} (at most n, since Perl 5.34; PVE 9 runs 5.40) as {0,n}.
 func perlClasses(pattern string) string {
 	var b strings.Builder
 	inClass := false
@@ -242,6 +243,8 @@ func perlClasses(pattern string) string {
 			}
 			b.WriteByte(c)
 			b.WriteByte(pattern[i])
+		case c == '{' && !inClass && strings.HasPrefix(pattern[i:], "{,"):
+			b.WriteString("{0") // Perl 5.34+ reads {,n} as {0,n}; RE2 as the literal text
 		case c == '[' && !inClass:
 			inClass = true
 			b.WriteByte(c)
