@@ -174,9 +174,22 @@ func TestRawEqualsSign(t *testing.T) {
 	}
 }
 
+func TestDecodeJSONNumbers(t *testing.T) {
+	t.Parallel()
+	got, err := pveparam.Decode("POST", "application/json", "", []byte(`{"a":100,"b":1.50,"c":1e2,"d":-3,"e":0.1}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"a": "100", "b": "1.5", "c": "100", "d": "-3", "e": "0.1"} {
+		if got[k].Text != want {
+			t.Errorf("%s = %q, want %q as Perl prints it", k, got[k].Text, want)
+		}
+	}
+}
+
 func TestDecodeURLEncoded(t *testing.T) {
 	t.Parallel()
-	got := pveparam.DecodeURLEncoded("a=1&b=&c&d=x=y;e=%C3%A9+f&g=1&g=2&h=1&h&i==v")
+	got := pveparam.DecodeURLEncoded("a=1&b=&c&d=x=y;e=%C3%A9+f&g=1&g=2&h=1&h&i==v&j=%C3%28%FF")
 	want := map[string]pveparam.Value{
 		"a": {Kind: pveparam.Scalar, Text: "1"},
 		"b": {Kind: pveparam.Undefined},
@@ -186,6 +199,7 @@ func TestDecodeURLEncoded(t *testing.T) {
 		"g": {Kind: pveparam.Array, Items: []string{"1", "2"}},
 		"h": {Kind: pveparam.Undefined},
 		"i": {Kind: pveparam.Scalar, Text: ""},
+		"j": {Kind: pveparam.Scalar, Text: "\uFFFD(\uFFFD"}, // each malformed byte is one U+FFFD
 	}
 	for k, w := range want {
 		g := got[k]

@@ -8,7 +8,9 @@ import (
 	"mime"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // Kind is what a decoded parameter holds, as Perl sees it after pveproxy decoded it.
@@ -99,7 +101,7 @@ func DecodeURLEncoded(data string) Values {
 			res[k] = Value{Kind: Undefined}
 			continue
 		}
-		v := strings.ToValidUTF8(unescape(fields[1]), "\uFFFD")
+		v := decodeUTF8(unescape(fields[1]))
 		if old, ok := res[k]; ok && old.Kind != Undefined {
 			items := old.Items
 			if old.Kind == Scalar {
@@ -111,6 +113,40 @@ func DecodeURLEncoded(data string) Values {
 		res[k] = Value{Kind: Scalar, Text: v}
 	}
 	return res
+}
+
+// decodeUTF8 is Encode::decode('utf8', $v) without a check: each byte that is not part of
+// a well-formed sequence becomes U+FFFD, so it counts as one character.
+func decodeUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			b.WriteRune(utf8.RuneError)
+			i++
+			continue
+		}
+		b.WriteString(s[i : i+size])
+		i += size
+	}
+	return b.String()
+}
+
+// perlNumber is how Perl prints a number decode_json read: an integer as written, any
+// other as a double with 15 significant digits ("1.50" is "1.5", "1e2" is "100").
+func perlNumber(n json.Number) string {
+	s := n.String()
+	if !strings.ContainsAny(s, ".eE") {
+		return s
+	}
+	f, err := n.Float64()
+	if err != nil {
+		return s
+	}
+	return strconv.FormatFloat(f, 'g', 15, 64)
 }
 
 // perlSplit is Perl's split on a literal separator: trailing empty fields are removed.
@@ -145,7 +181,7 @@ func decodeJSON(body []byte) (Values, error) {
 		case string:
 			res[k] = Value{Kind: Scalar, Text: t}
 		case json.Number:
-			res[k] = Value{Kind: Scalar, Text: t.String()}
+			res[k] = Value{Kind: Scalar, Text: perlNumber(t)}
 		case bool:
 			res[k] = Value{Kind: Bool, Text: map[bool]string{true: "1", false: "0"}[t]}
 		case []any:
