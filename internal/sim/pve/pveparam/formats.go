@@ -78,31 +78,32 @@ func splitList(s string) []string {
 }
 
 // verifier returns the verifier of a code-ref format (nil when there is none). A verifier
-// returns PVE's die message, newline included.
+// returns PVE's die message, newline included. The functions named without a file are
+// pve-common's src/PVE/JSONSchema.pm.
 func verifier(name string) func(string) error {
 	switch name {
 	case "string":
 		return func(string) error { return nil }
-	case "urlencoded":
-		return verifyURLEncoded
-	case "pve-configid":
-		return verifyConfigID
+	case "urlencoded": // pve_verify_urlencoded
+		return matching(urlencodedRe, "invalid urlencoded string: %s")
+	case "pve-configid": // pve_verify_configid: $CONFIGID_RE, so two characters at least, '-' allowed
+		return matching(configIDRe, "invalid configuration ID '%s'")
 	case "pve-storage-id":
 		return verifyStorageID
-	case "pve-bridge-id":
-		return verifyBridgeID
-	case "pve-vmid":
-		return verifyVMID
-	case "pve-node":
-		return verifyNodeName
+	case "pve-bridge-id": // parse_bridge_id
+		return matching(bridgeIDRe, "invalid bridge ID '%s'")
+	case "pve-vmid": // pve_verify_vmid: /^[1-9][0-9]{2,8}$/
+		return matching(vmidRe, "value does not look like a valid VM ID")
+	case "pve-node": // pve_verify_node_name
+		return matching(nodeNameRe, "value does not look like a valid node name")
 	case "storage-pair":
 		return verifyStoragePair
-	case "mac-addr":
-		return verifyMACAddr
-	case "ipv4":
-		return verifyIPv4
-	case "ipv6":
-		return verifyIPv6
+	case "mac-addr": // pve_verify_mac_addr: unicast only
+		return matching(macAddrRe, "value does not look like a valid unicast MAC address")
+	case "ipv4": // pve_verify_ipv4
+		return matching(ipv4Re, "value does not look like a valid IPv4 address")
+	case "ipv6": // pve_verify_ipv6
+		return matching(ipv6Re, "value does not look like a valid IPv6 address")
 	case "ip":
 		return verifyIP
 	case "pve-ipv4-config":
@@ -113,10 +114,10 @@ func verifier(name string) func(string) error {
 		return verifyDNSName
 	case "address":
 		return verifyAddress
-	case "disk-size":
-		return verifyDiskSize
-	case "pve-tag":
-		return verifyTag
+	case "disk-size": // pve_verify_disk_size with parse_size's pattern
+		return matching(diskSizeRe, "value does not look like a valid disk size: %s")
+	case "pve-tag": // pve_verify_tag, used as pve-tag-list
+		return matching(tagRe, "invalid characters in tag")
 	case "pve-storage-server":
 		return verifyStorageServer
 	case "pve-storage-content":
@@ -154,6 +155,20 @@ func hashFormat(name string) (hashFormatDef, bool) {
 		return hashFormatDef{props: cpuFormat(), validate: validateVMCPUConf}, true
 	}
 	return hashFormatDef{}, false
+}
+
+// matching is a verifier of the form `die "msg\n" if $value !~ m/^RE$/`; msg may hold the
+// value once (%s).
+func matching(re *regexp.Regexp, msg string) func(string) error {
+	return func(v string) error {
+		if re.MatchString(v) {
+			return nil
+		}
+		if strings.Contains(msg, "%s") {
+			return fmt.Errorf(msg+"\n", v)
+		}
+		return errors.New(msg + "\n")
+	}
 }
 
 // perlRe compiles a Perl pattern matched as m/^(?:…)$/: $ also before a final newline.
@@ -196,23 +211,6 @@ var (
 	ipConfigKw6 = perlRe(`auto|dhcp|manual`)
 )
 
-// verifyURLEncoded is pve_verify_urlencoded (pve-common src/PVE/JSONSchema.pm).
-func verifyURLEncoded(s string) error {
-	if !urlencodedRe.MatchString(s) {
-		return fmt.Errorf("invalid urlencoded string: %s\n", s)
-	}
-	return nil
-}
-
-// verifyConfigID is pve_verify_configid (pve-common src/PVE/JSONSchema.pm): $CONFIGID_RE,
-// /[a-z][a-z0-9_-]+/i, so at least two characters and '-' allowed.
-func verifyConfigID(s string) error {
-	if !configIDRe.MatchString(s) {
-		return fmt.Errorf("invalid configuration ID '%s'\n", s)
-	}
-	return nil
-}
-
 // verifyStorageID is parse_storage_id and parse_id (pve-common src/PVE/JSONSchema.pm).
 func verifyStorageID(s string) error { return parseID(s, "storage") }
 
@@ -222,30 +220,6 @@ func parseID(id, typ string) error {
 	}
 	if !idRe.MatchString(id) {
 		return fmt.Errorf("%s ID '%s' contains illegal characters\n", typ, id)
-	}
-	return nil
-}
-
-// verifyBridgeID is parse_bridge_id (pve-common src/PVE/JSONSchema.pm).
-func verifyBridgeID(s string) error {
-	if !bridgeIDRe.MatchString(s) {
-		return fmt.Errorf("invalid bridge ID '%s'\n", s)
-	}
-	return nil
-}
-
-// verifyVMID is pve_verify_vmid (pve-common src/PVE/JSONSchema.pm): /^[1-9][0-9]{2,8}$/.
-func verifyVMID(s string) error {
-	if !vmidRe.MatchString(s) {
-		return errors.New("value does not look like a valid VM ID\n")
-	}
-	return nil
-}
-
-// verifyNodeName is pve_verify_node_name (pve-common src/PVE/JSONSchema.pm).
-func verifyNodeName(s string) error {
-	if !nodeNameRe.MatchString(s) {
-		return errors.New("value does not look like a valid node name\n")
 	}
 	return nil
 }
@@ -300,30 +274,6 @@ func parseIDMap(idmap string, verify func(string) error) error {
 	return nil
 }
 
-// verifyMACAddr is pve_verify_mac_addr (pve-common src/PVE/JSONSchema.pm): unicast only.
-func verifyMACAddr(s string) error {
-	if !macAddrRe.MatchString(s) {
-		return errors.New("value does not look like a valid unicast MAC address\n")
-	}
-	return nil
-}
-
-// verifyIPv4 is pve_verify_ipv4 (pve-common src/PVE/JSONSchema.pm).
-func verifyIPv4(s string) error {
-	if !ipv4Re.MatchString(s) {
-		return errors.New("value does not look like a valid IPv4 address\n")
-	}
-	return nil
-}
-
-// verifyIPv6 is pve_verify_ipv6 (pve-common src/PVE/JSONSchema.pm).
-func verifyIPv6(s string) error {
-	if !ipv6Re.MatchString(s) {
-		return errors.New("value does not look like a valid IPv6 address\n")
-	}
-	return nil
-}
-
 // verifyIP is pve_verify_ip (pve-common src/PVE/JSONSchema.pm).
 func verifyIP(s string) error {
 	if !ipRe.MatchString(s) {
@@ -372,22 +322,6 @@ func verifyDNSName(s string) error {
 func verifyAddress(s string) error {
 	if verifyIP(s) != nil && verifyDNSName(s) != nil {
 		return fmt.Errorf("value does not look like a valid address: %s\n", s)
-	}
-	return nil
-}
-
-// verifyDiskSize is pve_verify_disk_size and parse_size (pve-common src/PVE/JSONSchema.pm).
-func verifyDiskSize(s string) error {
-	if !diskSizeRe.MatchString(s) {
-		return fmt.Errorf("value does not look like a valid disk size: %s\n", s)
-	}
-	return nil
-}
-
-// verifyTag is pve_verify_tag (pve-common src/PVE/JSONSchema.pm), used as pve-tag-list.
-func verifyTag(s string) error {
-	if !tagRe.MatchString(s) {
-		return errors.New("invalid characters in tag\n")
 	}
 	return nil
 }
