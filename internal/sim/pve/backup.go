@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
@@ -87,18 +88,7 @@ func (b *backupStore) backupKey(storage, node string) string {
 // owned by that guest, as PVE's volume_list does.
 func (b *backupStore) content(inner func(c *call) answer) func(c *call) answer {
 	return func(c *call) answer {
-		var vmid int64
-		if c.params.Has("vmid") {
-			raw := c.params.Get("vmid")
-			n, err := strconv.ParseInt(raw, 10, 64)
-			switch {
-			case err != nil:
-				return paramFail(map[string]string{"vmid": fmt.Sprintf("type check ('integer') failed - got '%s'", raw)})
-			case n < 100 || n > 999999999:
-				return paramFail(map[string]string{"vmid": "value must have a minimum value of 100"})
-			}
-			vmid = n
-		}
+		vmid := int64(perlInt(c.params.Get("vmid"))) // 0: none; the schema checked it
 		a := inner(c)
 		if a.status != http.StatusOK {
 			return a
@@ -143,12 +133,6 @@ func (v *backupVol) json() map[string]any {
 		m["protected"] = 1
 	}
 	return m
-}
-
-// vzdumpEnums are the enumerations of vzdump's parameters that the simulator checks.
-var vzdumpEnums = map[string][]string{
-	"mode":     {proxmox.BackupModeSnapshot, proxmox.BackupModeSuspend, proxmox.BackupModeStop},
-	"compress": {"0", "1", "gzip", "lzo", "zstd"},
 }
 
 // vzdump is POST /nodes/{node}/vzdump for one guest (vmid; all, pool and exclude are not
@@ -229,9 +213,8 @@ type vzdumpReq struct {
 	params        map[string]string // every parameter sent, for the job's command line
 }
 
-var vmidListSep = regexp.MustCompile(`[,;\s]+`)
-
-// parseVzdump applies PVE's schema checks to vzdump's parameters: per-parameter errors.
+// parseVzdump reads vzdump's parameters, which passed the schema, and applies
+// verify_vzdump_parameters' checks: per-parameter errors.
 func parseVzdump(c *call) (vzdumpReq, map[string]string) {
 	p := c.params
 	r := vzdumpReq{mode: proxmox.BackupModeSnapshot, remove: true, params: map[string]string{}}
@@ -239,51 +222,66 @@ func parseVzdump(c *call) (vzdumpReq, map[string]string) {
 	for k := range p {
 		r.params[k] = p.Get(k)
 	}
-	ids := vmidListSep.Split(strings.TrimSpace(p.Get("vmid")), -1)
-	switch {
-	case !p.Has("vmid"):
-		errs["vmid"] = "property is missing and it is not optional"
-	default:
-		for _, id := range ids {
-			n, err := strconv.ParseInt(id, 10, 64)
-			if err != nil || n < 100 || n > 999999999 {
-				errs["vmid"] = fmt.Sprintf("invalid format - value does not look like a valid VM ID: %s", id)
-				break
-			}
-			r.vmid = n
-		}
-		r.multi = len(ids) > 1
+	// The schema checked vmid (a pve-vmid-list), the enumerations, storage and the booleans;
+	// verify_vzdump_parameters (pve-manager PVE/VZDump.pm, called with $check_missing) wants
+	// a vmid, as the simulator has neither all nor pool.
+	ids := splitList(p.Get("vmid"))
+	if len(ids) == 0 {
+		errs["vmid"] = "property is missing"
 	}
-	for k, vals := range vzdumpEnums {
-		if v := p.Get(k); p.Has(k) && !contains(vals, v) {
-			errs[k] = fmt.Sprintf("value '%s' does not have a value in the enumeration '%s'", v, strings.Join(vals, ", "))
-		}
+	for _, id := range ids {
+		r.vmid = int64(perlInt(id))
 	}
+	r.multi = len(ids) > 1
 	if p.Has("mode") {
 		r.mode = p.Get("mode")
 	}
 	r.compress = p.Get("compress")
 	r.storage = p.Get("storage")
-	switch {
-	case !p.Has("storage"):
+	if !p.Has("storage") {
 		errs["storage"] = "sim/pve: a vzdump without storage (dumpdir) is not simulated"
-	case checkStorageID(r.storage) != "":
-		errs["storage"] = checkStorageID(r.storage)
 	}
 	r.notesTemplate = p.Get("notes-template")
-	if len(r.notesTemplate) > 1024 {
-		errs["notes-template"] = "value may only be 1024 characters long"
+	if msg := verifyNotesTemplate(r.notesTemplate); msg != "" {
+		errs["notes-template"] = msg
 	}
-	var perr map[string]string
-	if r.protected, perr = boolParam(c, "protected"); perr != nil {
-		errs["protected"] = perr["protected"]
-	}
+	r.protected = flag(c, "protected")
 	if p.Has("remove") {
-		if r.remove, perr = boolParam(c, "remove"); perr != nil {
-			errs["remove"] = perr["remove"]
-		}
+		r.remove = flag(c, "remove")
 	}
 	return r, errs
+}
+
+var (
+	notesEscapeAny = regexp.MustCompile(`\\(.)`)
+	notesVarAny    = regexp.MustCompile(`\{\{([^\s{}]+)\}\}`)
+)
+
+// verifyNotesTemplate is pve-manager's $verify_notes_template (PVE/VZDump.pm), which
+// verify_vzdump_parameters runs on notes-template after the schema: no line feed, only the
+// escapes \n and \\, only the variables cluster, guestname, node and vmid. Positions are
+// in characters as Perl's pos counts them. "" when the template is fine.
+func verifyNotesTemplate(tmpl string) string {
+	if strings.Contains(tmpl, "\n") {
+		return "contains a line feed"
+	}
+	runeAt := func(byteIdx int) int { return utf8.RuneCountInString(tmpl[:byteIdx]) }
+	var problems []string
+	for _, m := range notesEscapeAny.FindAllStringSubmatchIndex(tmpl, -1) {
+		if c := tmpl[m[2]:m[3]]; c != "n" && c != "\\" {
+			problems = append(problems, fmt.Sprintf("escape sequence '\\%s' at char %d", c, runeAt(m[1])-2))
+		}
+	}
+	for _, m := range notesVarAny.FindAllStringSubmatchIndex(tmpl, -1) {
+		v := tmpl[m[2]:m[3]]
+		if !slices.Contains([]string{"cluster", "guestname", "node", "vmid"}, v) {
+			problems = append(problems, fmt.Sprintf("variable '%s' at char %d", v, runeAt(m[1])-utf8.RuneCountInString(v)))
+		}
+	}
+	if len(problems) > 0 {
+		return "found unknown: " + strings.Join(problems, ", ")
+	}
+	return ""
 }
 
 // storageProblem is what PVE's VZDump->new dies with when storage cannot take backups on
@@ -788,31 +786,11 @@ func (s *Server) getNodeTasks(c *call) answer {
 	if _, found := s.state.node(node); !found {
 		return unknownNode(node)
 	}
-	p := c.params
-	errs := map[string]string{}
-	intParam := func(name string) int64 {
-		if !p.Has(name) {
-			return 0
-		}
-		n, err := strconv.ParseInt(p.Get(name), 10, 64)
-		if err != nil {
-			errs[name] = fmt.Sprintf("type check ('integer') failed - got '%s'", p.Get(name))
-		}
-		return n
-	}
-	vmid, since, limit := intParam("vmid"), intParam("since"), int64(50)
-	if p.Has("limit") {
-		limit = intParam("limit")
-	}
+	p := c.params // the schema checked vmid, since and source (limit is not one proxbus sends)
+	vmid, since, limit := int64(perlInt(p.Get("vmid"))), int64(perlInt(p.Get("since"))), int64(50)
 	source := "archive"
 	if p.Has("source") {
 		source = p.Get("source")
-		if !contains([]string{"archive", "active", "all"}, source) {
-			errs["source"] = fmt.Sprintf("value '%s' does not have a value in the enumeration 'archive, active, all'", source)
-		}
-	}
-	if len(errs) > 0 {
-		return paramFail(errs)
 	}
 	seeAll := c.token.has(privSysAudit)
 	var active, archive []map[string]any

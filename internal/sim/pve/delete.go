@@ -35,14 +35,7 @@ var lxcVolumeKeyRe = regexp.MustCompile(`^(?:rootfs|mp\d+|unused\d+)$`)
 // purge would remove the vmid from backup jobs, replication and HA, which the simulator does
 // not model; its worker says so in its log, as PVE's does.
 func (s *Server) deleteGuest(c *call, g *guest) answer {
-	errs := map[string]string{}
-	purge, perr := boolParam(c, "purge")
-	maps.Copy(errs, perr)
-	_, uerr := boolParam(c, "destroy-unreferenced-disks")
-	maps.Copy(errs, uerr)
-	if len(errs) > 0 {
-		return paramFail(errs)
-	}
+	purge := flag(c, "purge")
 	kind := "VM"
 	if g.typ == proxmox.GuestLXC {
 		kind = "CT"

@@ -10,7 +10,15 @@
 //   - API-token authentication (Authorization: PVEAPIToken=USER@REALM!TOKENID=SECRET) with
 //     401 on a missing or wrong token and 403 "Permission check failed (path, privilege)";
 //   - only the methods, paths and parameters listed by proxmox.UsedAPI: any other parameter
-//     is refused like PVE refuses undeclared properties, any other path answers 501.
+//     is refused like PVE refuses undeclared properties, any other path answers 501;
+//   - every request's parameters, its path's included, decoded and checked as pveproxy does
+//     before the method runs (package pveparam: the PVE 9.2 schema of each method with
+//     pve-common's, pve-storage's and qemu-server's formats; booleans only 1 and 0, an empty
+//     value absent, lengths in characters), so a value PVE refuses is refused here with
+//     PVE's message and one it accepts reaches the method; in rest_handler's order: an
+//     undecodable JSON body (500), parameters contradicting the path (400), permissions
+//     (403), the node the method is proxied to (500 for an unknown one, 595 for one that is
+//     down), then the parameters (400);
 //
 // Guests (QEMU VMs and LXC containers) have real state machines: stopped, running and, for
 // VMs, paused (qmpstatus); templates cannot start; every power or snapshot operation runs

@@ -186,8 +186,8 @@ func TestTaskFailuresInWorker(t *testing.T) {
 		t.Errorf("malformed upid = %d %v", bad.status, bad.errors)
 	}
 	missing := mustDo(t, "GET", api+"/nodes/pve1/tasks/"+url.PathEscape("UPID:pve1:0000ABCD:00123456:6745A0B1:qmstart:100:root@pam:")+"/status", demoAuth, "", "")
-	if missing.status != 500 || missing.reason != "no such task" {
-		t.Errorf("unknown upid = %d %q", missing.status, missing.reason)
+	if missing.status != 400 || missing.reason != "Parameter verification failed." || missing.errors["upid"] != "no such task\n" {
+		t.Errorf("unknown upid = %d %q %v, want PVE's 400 with upid: no such task", missing.status, missing.reason, missing.errors)
 	}
 }
 

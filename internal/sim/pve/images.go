@@ -57,13 +57,10 @@ func (s *Server) imgStorageActive(id, node string) (map[string]string, answer, b
 	return s.state.storages[id], answer{}, true
 }
 
-// imgNodeCall checks a /nodes/{node}/storage/{storage}/… call's path: storage id format
-// (400) and node (pveproxy's lookup failure). Server.mu is held.
+// imgNodeCall checks a /nodes/{node}/storage/{storage}/… call's node (pveproxy's lookup
+// failure). Server.mu is held.
 func (s *Server) imgNodeCall(c *call) (node, storage string, a answer, okay bool) {
 	node, storage = c.r.PathValue("node"), c.r.PathValue("storage")
-	if msg := checkStorageID(storage); msg != "" {
-		return "", "", paramFail(map[string]string{"storage": msg}), false
-	}
 	if _, found := s.state.node(node); !found {
 		return "", "", unknownNode(node), false
 	}
@@ -77,10 +74,7 @@ func (s *Server) getStorageContent(c *call) answer {
 	if !okay {
 		return a
 	}
-	ct := c.params.Get("content")
-	if ct != "" && !contains(contentTypes, ct) {
-		return paramFail(map[string]string{"content": fmt.Sprintf("invalid format - invalid content type '%s'", ct)})
-	}
+	ct := c.params.Get("content") // a pve-storage-content: the schema checked it
 	m, a, okay := s.imgStorageActive(id, node)
 	if !okay {
 		return a

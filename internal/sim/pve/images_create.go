@@ -52,16 +52,7 @@ type imgCreate struct {
 // cloud-init drive as vm-<vmid>-cloudinit, NICs get a MAC. start=1 starts the VM.
 func (s *Server) createVM(c *call) answer {
 	p := c.params
-	raw := p.Get("vmid")
-	vmid, err := strconv.ParseInt(raw, 10, 64)
-	switch {
-	case !p.Has("vmid"):
-		return paramFail(map[string]string{"vmid": "property is missing and it is not optional"})
-	case err != nil:
-		return paramFail(map[string]string{"vmid": fmt.Sprintf("type check ('integer') failed - got '%s'", raw)})
-	case vmid < 100 || vmid > 999999999:
-		return paramFail(map[string]string{"vmid": "value must have a minimum value of 100"})
-	}
+	vmid := int64(perlInt(p.Get("vmid"))) // the schema checked every parameter
 	node := c.r.PathValue("node")
 	if _, found := s.state.node(node); !found {
 		return unknownNode(node)

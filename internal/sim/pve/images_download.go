@@ -21,14 +21,12 @@ var (
 	imgUnsafeChar = regexp.MustCompile(`[^a-zA-Z0-9\-.+=_]`)
 	// imgUploadImport is PVE's check of an import file name (UPLOAD_IMPORT_EXT_RE_1).
 	imgUploadImport = regexp.MustCompile(`[a-zA-Z0-9\-.+=_]+\.(ova|qcow2|raw|vmdk)$`)
-	// imgURLPattern is the schema pattern of download-url's url.
-	imgURLPattern = regexp.MustCompile(`^https?://.*`)
 	// imgWorkerIDChar is a character PVE's encode_text escapes in a worker id.
 	imgWorkerIDChar = regexp.MustCompile(`[^a-zA-Z0-9_\-.]`)
 )
 
 // downloadURL is POST /nodes/{node}/storage/{storage}/download-url. The checks run in
-// PVE's order: schema (400), storage_check_enabled (500), file-based storage (500),
+// PVE's order after the schema's: storage_check_enabled (500), file-based storage (500),
 // content configured (500), file name (400); then a "download" task fetches the URL for
 // real, verifies the checksum and stores the file as import/<filename>, or ends with
 // PVE's error ("checksum mismatch: got 'x' != expect 'y'", "download failed: …",
@@ -38,10 +36,7 @@ func (s *Server) downloadURL(c *call) answer {
 	if !okay {
 		return a
 	}
-	p := c.params
-	if errs := imgDownloadSchema(p); len(errs) > 0 {
-		return paramFail(errs)
-	}
+	p := c.params // the schema checked url, content, filename, checksum and its algorithm
 	m, a, okay := s.imgStorageActive(id, node)
 	if !okay {
 		return a
@@ -163,40 +158,6 @@ func wgetSize(n int64) string {
 		return fmt.Sprintf("%dK", n>>10)
 	}
 	return fmt.Sprintf("%d", n)
-}
-
-// imgDownloadSchema is download-url's parameter schema: required url (http/https), content
-// (iso, vztmpl, import) and filename (≤ 255), checksum and checksum-algorithm only together,
-// the algorithm from the enum, verify-certificates boolean.
-func imgDownloadSchema(p paramsGetter) map[string]string {
-	errs := map[string]string{}
-	for _, k := range []string{"url", "content", "filename"} {
-		if !p.Has(k) {
-			errs[k] = "property is missing and it is not optional"
-		}
-	}
-	if p.Has("url") && !imgURLPattern.MatchString(p.Get("url")) {
-		errs["url"] = "value does not match the regex pattern"
-	}
-	if ct := p.Get("content"); p.Has("content") && !contains([]string{"iso", "vztmpl", proxmox.ImportContent}, ct) {
-		errs["content"] = fmt.Sprintf("value '%s' does not have a value in the enumeration 'iso, vztmpl, import'", ct)
-	}
-	if len(p.Get("filename")) > 255 {
-		errs["filename"] = "value may only be 255 characters long"
-	}
-	if p.Has("checksum") && !p.Has("checksum-algorithm") {
-		errs["checksum-algorithm"] = "missing property - 'checksum' requires this property"
-	}
-	if p.Has("checksum-algorithm") && !p.Has("checksum") {
-		errs["checksum"] = "missing property - 'checksum-algorithm' requires this property"
-	}
-	if algo := p.Get("checksum-algorithm"); p.Has("checksum-algorithm") && imgAlgorithms[algo] == nil {
-		errs["checksum-algorithm"] = fmt.Sprintf("value '%s' does not have a value in the enumeration 'md5, sha1, sha224, sha256, sha384, sha512'", algo)
-	}
-	if v := p.Get("verify-certificates"); p.Has("verify-certificates") && !contains([]string{"0", "1", "true", "false", "yes", "no", "on", "off"}, v) {
-		errs["verify-certificates"] = fmt.Sprintf("type check ('boolean') failed - got '%s'", v)
-	}
-	return errs
 }
 
 // imgFetch is the download worker, run at once (with Server.mu held, bounded by

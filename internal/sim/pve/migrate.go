@@ -222,9 +222,6 @@ func (c *cluster) storagesUnavailableOn(g *guest, n string) (storages []string, 
 
 // getMigratePrecondition is GET /nodes/{node}/qemu/{vmid}/migrate.
 func (s *Server) getMigratePrecondition(c *call, g *guest) answer {
-	if c.params.Has("target") && !nodeNameRe.MatchString(c.params.Get("target")) {
-		return paramFail(map[string]string{"target": fmt.Sprintf("invalid format - value does not look like a valid node name: '%s'", c.params.Get("target"))})
-	}
 	if g.lock != "" {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("VM is locked (%s)", g.lock))
 	}
@@ -353,20 +350,7 @@ func (m storageMap) targets() []string {
 func (s *Server) migrateRequest(c *call, g *guest, mapParam, content, contentMsg string) (target string, smap storageMap, a answer, ok bool) {
 	p := c.params
 	errs := map[string]string{}
-	target = p.Get("target")
-	switch {
-	case !p.Has("target"):
-		errs["target"] = "property is missing and it is not optional"
-	case !nodeNameRe.MatchString(target):
-		errs["target"] = fmt.Sprintf("invalid format - value does not look like a valid node name: '%s'", target)
-	}
-	for _, b := range []string{"online", "with-local-disks", "restart"} {
-		if p.Has(b) {
-			if _, valid := parseBool(p.Get(b)); !valid {
-				errs[b] = fmt.Sprintf("type check ('boolean') failed - got '%s'", p.Get(b))
-			}
-		}
-	}
+	target = p.Get("target") // the schema checked target, the booleans and the map's IDs
 	if p.Has(mapParam) {
 		var msg string
 		if smap, msg = parseStorageMap(p.Get(mapParam)); msg != "" {
@@ -424,8 +408,8 @@ func (s *Server) migrateQEMU(c *call, g *guest) answer {
 	if !ok {
 		return a
 	}
-	online, _ := parseBool(c.params.Get("online"))
-	withLocal, _ := parseBool(c.params.Get("with-local-disks"))
+	online := flag(c, "online")
+	withLocal := flag(c, "with-local-disks")
 	running := g.status == stateRunning
 	if running && !online {
 		return fail(http.StatusInternalServerError, "can't migrate running VM without --online")
@@ -453,8 +437,8 @@ func (s *Server) migrateLXC(c *call, g *guest) answer {
 	if !ok {
 		return a
 	}
-	online, _ := parseBool(c.params.Get("online"))
-	restart, _ := parseBool(c.params.Get("restart"))
+	online := flag(c, "online")
+	restart := flag(c, "restart")
 	running := g.status == stateRunning
 	if running && !online && !restart {
 		return fail(http.StatusInternalServerError, "can't migrate running container without --online or --restart")

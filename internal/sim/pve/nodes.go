@@ -1,8 +1,6 @@
 package simpve
 
 import (
-	"fmt"
-	"strings"
 	"time"
 )
 
@@ -39,14 +37,8 @@ func nodeJSON(n node) map[string]any {
 	return m
 }
 
-// resourceTypes is the enum of GET /cluster/resources' type parameter.
-var resourceTypes = []string{"vm", "storage", "node", "sdn"}
-
 func (s *Server) getClusterResources(c *call) answer {
-	typ := c.params.Get("type")
-	if typ != "" && !contains(resourceTypes, typ) {
-		return paramFail(map[string]string{"type": fmt.Sprintf("value '%s' does not have a value in the enumeration '%s'", typ, strings.Join(resourceTypes, ", "))})
-	}
+	typ := c.params.Get("type") // one of the schema's enumeration, or none
 	out := []map[string]any{}
 	if typ == "" || typ == "node" {
 		for _, n := range s.state.nodes {

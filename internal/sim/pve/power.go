@@ -3,7 +3,6 @@ package simpve
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
@@ -22,16 +21,9 @@ func vmPerm(priv string) func(c *call) (string, string) {
 }
 
 // lookupGuest finds the guest of a /nodes/{node}/{typ}/{vmid}/… call as PVE would: the
-// vmid must be an integer, the node must exist and hold the guest's config.
+// node must exist and hold the guest's config.
 func (s *Server) lookupGuest(c *call, typ proxmox.GuestType) (*guest, answer, bool) {
-	raw := c.r.PathValue("vmid")
-	vmid, err := strconv.ParseInt(raw, 10, 64)
-	if err != nil {
-		return nil, paramFail(map[string]string{"vmid": fmt.Sprintf("type check ('integer') failed - got '%s'", raw)}), false
-	}
-	if vmid < 100 || vmid > 999999999 {
-		return nil, paramFail(map[string]string{"vmid": "value must have a minimum value of 100"}), false
-	}
+	vmid := int64(perlInt(c.r.PathValue("vmid"))) // a pve-vmid: the schema checked it
 	nodeName := c.r.PathValue("node")
 	if _, found := s.state.node(nodeName); !found {
 		return nil, unknownNode(nodeName), false

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -28,41 +27,13 @@ var smbiosUUIDRe = regexp.MustCompile(`uuid=[0-9a-fA-F-]+`)
 // smbios1 uuid, and moves it to the target node when done. A worker failure (FailTask on
 // the source, a storage that is not online) leaves no VM behind.
 func (s *Server) cloneVM(c *call, src *guest) answer {
-	p := c.params
-	errs := map[string]string{}
-	newid, err := strconv.ParseInt(p.Get("newid"), 10, 64)
-	switch {
-	case !p.Has("newid"):
-		errs["newid"] = "property is missing and it is not optional"
-	case err != nil:
-		errs["newid"] = fmt.Sprintf("type check ('integer') failed - got '%s'", p.Get("newid"))
-	case newid < 100 || newid > 999999999:
-		errs["newid"] = "value must have a minimum value of 100"
-	}
-	if p.Has("name") && !dnsNameRe.MatchString(p.Get("name")) {
-		errs["name"] = fmt.Sprintf("invalid format - value '%s' does not look like a valid DNS name", p.Get("name"))
-	}
+	p := c.params // the schema checked newid, name, full, storage and target
+	newid := int64(perlInt(p.Get("newid")))
 	full := !src.template()
 	if p.Has("full") {
-		b, valid := parseBool(p.Get("full"))
-		if !valid {
-			errs["full"] = fmt.Sprintf("type check ('boolean') failed - got '%s'", p.Get("full"))
-		}
-		full = b
+		full = flag(c, "full")
 	}
-	storage := p.Get("storage")
-	if p.Has("storage") {
-		if msg := checkStorageID(storage); msg != "" {
-			errs["storage"] = msg
-		}
-	}
-	target := p.Get("target")
-	if p.Has("target") && !nodeNameRe.MatchString(target) {
-		errs["target"] = fmt.Sprintf("invalid format - value does not look like a valid node name: '%s'", target)
-	}
-	if len(errs) > 0 {
-		return paramFail(errs)
-	}
+	storage, target := p.Get("storage"), p.Get("target")
 	if target == src.node || target == "localhost" {
 		target = ""
 	}

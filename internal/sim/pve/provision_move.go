@@ -17,28 +17,7 @@ import (
 func (s *Server) moveDisk(c *call, g *guest) answer {
 	p := c.params
 	disk, storage := p.Get("disk"), p.Get("storage")
-	errs := map[string]string{}
-	if !p.Has("disk") {
-		errs["disk"] = "property is missing and it is not optional"
-	} else if !diskKeyRe.MatchString(disk) && !unusedKeyRe.MatchString(disk) {
-		errs["disk"] = fmt.Sprintf("value '%s' does not have a value in the enumeration", disk)
-	}
-	del := false
-	if p.Has("delete") {
-		b, valid := parseBool(p.Get("delete"))
-		if !valid {
-			errs["delete"] = fmt.Sprintf("type check ('boolean') failed - got '%s'", p.Get("delete"))
-		}
-		del = b
-	}
-	if p.Has("storage") {
-		if msg := checkStorageID(storage); msg != "" {
-			errs["storage"] = msg
-		}
-	}
-	if len(errs) > 0 {
-		return paramFail(errs)
-	}
+	del := flag(c, "delete") // the schema checked disk, storage and delete
 	if !p.Has("storage") {
 		msg := "both 'storage' and 'target-vmid' missing, either needs to be set"
 		return paramFail(map[string]string{"storage": msg, "target-vmid": msg})

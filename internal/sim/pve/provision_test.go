@@ -133,8 +133,8 @@ func TestProvisionRefusals(t *testing.T) {
 		{"PUT", "/nodes/pve2/qemu/101/resize", demoAuth, "disk=scsi0&size=abc", 400, "Parameter verification failed."},
 		{"PUT", "/nodes/pve2/qemu/101/resize", demoAuth, "disk=scsi0&size=10G", 500, "shrinking disks is not supported"},
 		{"PUT", "/nodes/pve2/qemu/101/resize", demoAuth, "disk=ide2&size=10G", 500, "you can't resize a cdrom"},
-		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "net3=virtio=01:00:00:00:00:01,bridge=vmbr0", 400, "Parameter verification failed."},
-		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "net3=bridge=vmbr0", 400, "Parameter verification failed."},
+		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "net3=virtio%3D01:00:00:00:00:01,bridge%3Dvmbr0", 400, "Parameter verification failed."},
+		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "net3=bridge%3Dvmbr0", 400, "Parameter verification failed."},
 		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "sshkeys=ssh-ed25519 AAAA", 400, "Parameter verification failed."},
 		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "memory=8", 400, "Parameter verification failed."},
 		{"POST", "/nodes/pve2/qemu/101/config", demoAuth, "nameserver=dns.example", 400, "Parameter verification failed."},
@@ -175,7 +175,7 @@ func TestProvisionEffects(t *testing.T) {
 		{"PUT", "/nodes/pve3/qemu/610/resize", "disk=scsi0&size=%2B512M", 610, "scsi0", "local-lvm:vm-610-disk-0,iothread=1,size=4G"},
 		{"PUT", "/nodes/pve3/qemu/610/resize", "disk=scsi0&size=5000000000", 610, "scsi0", "local-lvm:vm-610-disk-0,iothread=1,size=5000000000"},
 		{"POST", "/nodes/pve3/qemu/610/config", "cipassword=hunter2&ciuser=ops", 610, "cipassword", "**********"},
-		{"POST", "/nodes/pve3/qemu/610/config", "net1=vmxnet3,bridge=vmbr1,tag=40,firewall=0", 610, "net1", ",bridge=vmbr1,firewall=0,tag=40"},
+		{"POST", "/nodes/pve3/qemu/610/config", "net1=vmxnet3,bridge%3Dvmbr1,tag%3D40,firewall%3D0", 610, "net1", ",bridge=vmbr1,firewall=0,tag=40"},
 	}
 	for _, st := range steps {
 		if st.method != "GET" {
@@ -223,7 +223,7 @@ func TestWorkerFailuresLeaveNothing(t *testing.T) {
 	steps := []struct{ method, path, body, exit string }{
 		{"POST", "/nodes/pve1/qemu/9000/clone", "newid=620&full=1", "clone failed: lvcreate 'pve/vm-620-disk-0' error: out of space"},
 		{"POST", "/nodes/pve2/qemu/101/move_disk", "disk=scsi1&storage=local-lvm", "storage migration failed: copy failed"},
-		{"POST", "/nodes/pve2/qemu/101/config", "net4=virtio,bridge=vmbr7", "bridge 'vmbr7' does not exist"},
+		{"POST", "/nodes/pve2/qemu/101/config", "net4=virtio,bridge%3Dvmbr7", "bridge 'vmbr7' does not exist"},
 		{"POST", "/nodes/pve2/qemu/101/config", "ide3=gone:cloudinit", "storage 'gone' does not exist"},
 	}
 	for _, st := range steps {

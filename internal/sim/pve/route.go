@@ -1,11 +1,9 @@
 package simpve
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -14,6 +12,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/sim/pve/pveparam"
 )
 
 // call is one authenticated, routed request.
@@ -153,11 +152,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIU
 	if !strings.HasPrefix(r.URL.Path, APIPrefix+"/") {
 		path = r.URL.Path
 	}
-	params, perr := readParams(r)
+	decoded, perr := readParams(r)
 	discard(r)
+	params := decoded.Form()
 
 	s.mu.Lock()
-	a := s.handle(r, use, ep, path, params, perr)
+	a := s.handle(r, use, ep, path, decoded, perr)
 	dropped := s.takeDrop(r.Method, use, path)
 	rec := RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped}
 	if use != nil {
@@ -175,7 +175,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIU
 }
 
 // handle produces the answer for one request; Server.mu is held.
-func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path string, params url.Values, perr error) answer {
+func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path string, decoded pveparam.Values, perr error) answer {
 	s.advance(time.Now())
 	if a, ok := s.takeFail(r.Method, use, path); ok {
 		return a
@@ -184,26 +184,82 @@ func (s *Server) handle(r *http.Request, use *proxmox.APIUse, ep endpoint, path 
 	if !ok {
 		return a
 	}
-	c := &call{r: r, path: path, params: params, tokenID: tokenID, token: tok}
+	if perr != nil {
+		// pve-http-server's handle_api2_request: extract_params dies inside its eval, which
+		// answers 500 with the error, before rest_handler finds the method.
+		return fail(http.StatusInternalServerError, perr.Error())
+	}
+	c := &call{r: r, path: path, params: decoded.Form(), tokenID: tokenID, token: tok}
 	if use == nil {
 		return notImplemented(c)
 	}
 	c.use = *use
-	if n := r.PathValue("node"); n != "" {
-		if a, down := s.nodeDown(n); down {
-			return a // pveproxy cannot reach the node
-		}
+	// pve-manager PVE/HTTPServer.pm, rest_handler: parameters that contradict the path,
+	// then the permissions, then the proxy to the method's node (every /nodes/{node} method
+	// proxbus uses has proxyto 'node'), and only then the method's parameter checks.
+	if errs := pathConflicts(r, *use, decoded); len(errs) > 0 {
+		return paramFail(errs)
 	}
 	if acl, priv := ep.perm(c); priv != "" && !tok.has(priv) {
 		return fail(http.StatusForbidden, fmt.Sprintf("Permission check failed (%s, %s)", acl, priv))
 	}
-	if perr != nil {
-		return fail(http.StatusBadRequest, perr.Error())
+	if n := r.PathValue("node"); n != "" {
+		if _, found := s.state.node(n); !found {
+			return unknownNode(n) // remote_node_ip cannot resolve it
+		}
+		if a, down := s.nodeDown(n); down {
+			return a // pveproxy cannot reach the node
+		}
 	}
-	if errs := undeclared(*use, params); len(errs) > 0 {
+	params, errs := checkParams(r, *use, decoded)
+	if len(errs) > 0 {
 		return paramFail(errs)
 	}
+	c.params = params
 	return ep.fn(c)
+}
+
+// pathConflicts reports the body or query parameters that name a path parameter with
+// another value, as rest_handler refuses them ("duplicate parameter (already defined in
+// URI) with conflicting values!"); the same value is allowed.
+func pathConflicts(r *http.Request, use proxmox.APIUse, decoded pveparam.Values) map[string]string {
+	var errs map[string]string
+	for _, n := range pathParam.FindAllStringSubmatch(use.Path, -1) {
+		v, sent := decoded[n[1]]
+		if !sent || (v.Kind == pveparam.Scalar && v.Text == r.PathValue(n[1])) {
+			continue
+		}
+		if errs == nil {
+			errs = map[string]string{}
+		}
+		errs[n[1]] = "duplicate parameter (already defined in URI) with conflicting values!"
+	}
+	return errs
+}
+
+// checkParams validates a request's parameters, the path's included, against the PVE
+// schema of its method before the method runs, as PVE::RESTHandler::handle does, and
+// returns the body and query parameters the method sees (path parameters are read with
+// PathValue) or PVE's errors by parameter.
+func checkParams(r *http.Request, use proxmox.APIUse, decoded pveparam.Values) (url.Values, map[string]string) {
+	m, ok := pveparam.Lookup(use.Method, use.Path)
+	if !ok { // UsedAPI and the generated table disagree: pveparam's tests fail too
+		return nil, map[string]string{"_root": "no schema for " + use.Method + " " + use.Path + ": run go generate ./internal/sim/pve/pveparam"}
+	}
+	all := make(pveparam.Values, len(decoded))
+	maps.Copy(all, decoded)
+	names := pathParam.FindAllStringSubmatch(use.Path, -1)
+	for _, n := range names {
+		all.Set(n[1], r.PathValue(n[1])) // the path's values replace the body's (rest_handler's $uri_param)
+	}
+	if errs := m.Check(all); len(errs) > 0 {
+		return nil, errs
+	}
+	params := all.Form()
+	for _, n := range names {
+		params.Del(n[1])
+	}
+	return params, nil
 }
 
 // authenticate checks the PVEAPIToken header against the scenario's tokens.
@@ -234,91 +290,28 @@ func (s *Server) authenticate(r *http.Request) (string, token, answer, bool) {
 	return id, tok, answer{}, true
 }
 
-// readParams collects the query and, for writes, the form or JSON body.
-func readParams(r *http.Request) (url.Values, error) {
-	params := r.URL.Query()
-	if r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodDelete || r.Body == nil {
-		return params, nil
+// maxBody is the largest request body the simulator reads.
+const maxBody = 1 << 20
+
+// readParams decodes a request's parameters as pveproxy does (pveparam.Decode): the body of
+// a POST or PUT, JSON or URL-encoded, then the query.
+func readParams(r *http.Request) (pveparam.Values, error) {
+	var body []byte
+	if (r.Method == http.MethodPost || r.Method == http.MethodPut) && r.Body != nil {
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBody))
+		if err != nil {
+			return pveparam.Values{}, fmt.Errorf("unable to read request body: %w", err)
+		}
 	}
-	r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
-	ct, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch ct {
-	case "", "application/x-www-form-urlencoded":
-		if err := r.ParseForm(); err != nil {
-			return params, fmt.Errorf("unable to parse request body: %w", err)
-		}
-		for k, vs := range r.PostForm {
-			params[k] = append(params[k], vs...)
-		}
-	case "application/json":
-		var obj map[string]json.RawMessage
-		dec := json.NewDecoder(r.Body)
-		if err := dec.Decode(&obj); err != nil && !errors.Is(err, io.EOF) { // an empty body has no parameters
-			return params, fmt.Errorf("unable to parse JSON request body: %w", err)
-		}
-		for k, raw := range obj {
-			v, ok, err := jsonParam(raw)
-			if err != nil {
-				return params, fmt.Errorf("parameter '%s': %w", k, err)
-			}
-			if ok {
-				params.Add(k, v)
-			}
-		}
-	default:
-		return params, errors.New("unsupported content type '" + ct + "'")
+	params, err := pveparam.Decode(r.Method, r.Header.Get("Content-Type"), r.URL.RawQuery, body)
+	if err != nil {
+		return pveparam.Values{}, err
 	}
 	return params, nil
 }
 
-// jsonParam renders a JSON body member as PVE sees it (booleans 1/0, numbers as written).
-func jsonParam(raw json.RawMessage) (string, bool, error) {
-	var v any
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return "", false, err
-	}
-	switch t := v.(type) {
-	case nil:
-		return "", false, nil
-	case string:
-		return t, true, nil
-	case bool:
-		if t {
-			return "1", true, nil
-		}
-		return "0", true, nil
-	case json.Number:
-		return t.String(), true, nil
-	default:
-		return string(raw), true, nil
-	}
-}
-
 var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
-
-// undeclared reports every parameter the method does not declare, as PVE does.
-func undeclared(use proxmox.APIUse, params url.Values) map[string]string {
-	var errs map[string]string
-	for k := range params {
-		if use.Declares(k) {
-			continue
-		}
-		isPath := false
-		for _, m := range pathParam.FindAllStringSubmatch(use.Path, -1) {
-			isPath = isPath || m[1] == k
-		}
-		if isPath {
-			continue
-		}
-		if errs == nil {
-			errs = map[string]string{}
-		}
-		errs[k] = "property is not defined in schema and the schema does not allow additional properties"
-	}
-	return errs
-}
 
 // redacted replaces sensitive parameter values in the request log.
 const redacted = "[redacted]"

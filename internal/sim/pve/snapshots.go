@@ -4,31 +4,15 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"regexp"
 	"slices"
 	"time"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
-// configIDRe is pve-configid, the format of snapshot names (at most 40 characters).
-var configIDRe = regexp.MustCompile(`(?i)^[a-z][a-z0-9_]*$`)
-
-// boolParam reads an optional PVE boolean parameter; the map holds a 400 error when it is
-// not a boolean.
-func boolParam(c *call, name string) (bool, map[string]string) {
-	if !c.params.Has(name) {
-		return false, nil
-	}
-	switch v := c.params.Get(name); v {
-	case "1", "true", "yes", "on":
-		return true, nil
-	case "0", "false", "no", "off":
-		return false, nil
-	default:
-		return false, map[string]string{name: fmt.Sprintf("type check ('boolean') failed - got '%s'", v)}
-	}
-}
+// flag reads an optional PVE boolean parameter, which the schema check left "1", "0" or
+// absent.
+func flag(c *call, name string) bool { return c.params.Get(name) == "1" }
 
 // getSnapshots is GET .../snapshot: every snapshot and the "current" entry.
 func (s *Server) getSnapshots(_ *call, g *guest) answer {
@@ -61,20 +45,8 @@ func snapTaskType(g *guest, action string) string {
 
 // createSnapshot is POST .../snapshot.
 func (s *Server) createSnapshot(c *call, g *guest) answer {
-	name := c.params.Get("snapname")
-	if !c.params.Has("snapname") {
-		return paramFail(map[string]string{"snapname": "property is missing and it is not optional"})
-	}
-	if len(name) > 40 {
-		return paramFail(map[string]string{"snapname": "value may only be 40 characters long"})
-	}
-	if !configIDRe.MatchString(name) {
-		return paramFail(map[string]string{"snapname": fmt.Sprintf("invalid format - invalid configuration ID '%s'", name)})
-	}
-	vmstate, perr := boolParam(c, "vmstate")
-	if perr != nil {
-		return paramFail(perr)
-	}
+	name := c.params.Get("snapname") // a pve-configid of at most 40 characters
+	vmstate := flag(c, "vmstate")
 	if name == proxmox.CurrentSnapshot || name == "pending" {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("unable to use snapshot name '%s' (reserved name)", name))
 	}
@@ -129,10 +101,7 @@ func (s *Server) deleteSnapshot(c *call, g *guest) answer {
 // rollbackSnapshot is POST .../snapshot/{snapname}/rollback: the config is restored and the
 // guest stopped, then running again when the snapshot holds RAM or start=1.
 func (s *Server) rollbackSnapshot(c *call, g *guest) answer {
-	start, perr := boolParam(c, "start")
-	if perr != nil {
-		return paramFail(perr)
-	}
+	start := flag(c, "start")
 	sn, a, found := s.existingSnapshot(c, g, "rollback")
 	if !found {
 		return a

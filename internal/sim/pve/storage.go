@@ -33,9 +33,6 @@ func (s *Server) getStorages(c *call) answer {
 // getStorage is GET /storage/{storage}; a missing storage is PVE's 500 "does not exist".
 func (s *Server) getStorage(c *call) answer {
 	id := c.r.PathValue("storage")
-	if msg := checkStorageID(id); msg != "" {
-		return paramFail(map[string]string{"storage": msg})
-	}
 	m, found := s.state.storageJSON(id)
 	if !found {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("storage '%s' does not exist", id))
@@ -43,13 +40,11 @@ func (s *Server) getStorage(c *call) answer {
 	return ok(m)
 }
 
-// createStorage is POST /storage: PVE's schema checks (400), the plugin's option checks
-// (500, as pve-storage dies), then the locked create (500 "already defined").
+// createStorage is POST /storage (its parameters passed PVE's schema checks): the
+// plugin's option checks (500, as pve-storage dies), then the locked create (500 "already
+// defined").
 func (s *Server) createStorage(c *call) answer {
 	p := c.params
-	if errs := checkCreateSchema(p); len(errs) > 0 {
-		return paramFail(errs)
-	}
 	id, typ := p.Get("storage"), p.Get("type")
 	if typ != "pbs" {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("sim/pve: creating storage of type '%s' is not simulated", typ))

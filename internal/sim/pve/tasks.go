@@ -128,7 +128,7 @@ func (s *Server) getTaskStatus(c *call) answer {
 	raw := c.r.PathValue("upid")
 	u, err := proxmox.ParseUPID(raw)
 	if err != nil {
-		return paramFail(map[string]string{"upid": fmt.Sprintf("unable to parse worker upid '%s'", raw)})
+		return paramFail(map[string]string{"upid": "unable to parse worker upid"})
 	}
 	for _, t := range s.state.tasks {
 		if t.upid != raw || t.node != c.r.PathValue("node") {
@@ -145,7 +145,9 @@ func (s *Server) getTaskStatus(c *call) answer {
 		}
 		return ok(m)
 	}
-	return fail(http.StatusInternalServerError, "no such task")
+	// pve-manager PVE/API2/Tasks.pm, read_task_status: raise_param_exc({ upid => "no such
+	// task" }) when the task's file is absent.
+	return paramFail(map[string]string{"upid": "no such task"})
 }
 
 // withLog gives the task just started by a handler (the newest one) the log lines log and,
@@ -210,28 +212,14 @@ func (s *Server) getTaskLog(c *call) answer {
 	if _, err := proxmox.ParseUPID(raw); err != nil {
 		return paramFail(map[string]string{"upid": "unable to parse worker upid"})
 	}
-	start, limit := 0, 50
-	errs := map[string]string{}
+	start, limit := 0, 50 // the schema checked both: integers of at least 0
 	for _, p := range []struct {
 		name string
 		into *int
 	}{{"start", &start}, {"limit", &limit}} {
-		if !c.params.Has(p.name) {
-			continue
+		if c.params.Has(p.name) {
+			*p.into = perlInt(c.params.Get(p.name))
 		}
-		v := c.params.Get(p.name)
-		n, err := strconv.Atoi(v)
-		switch {
-		case !integerRe.MatchString(v) || err != nil:
-			errs[p.name] = fmt.Sprintf("type check ('integer') failed - got '%s'", v)
-		case n < 0:
-			errs[p.name] = "value must have a minimum value of 0"
-		default:
-			*p.into = n
-		}
-	}
-	if len(errs) > 0 {
-		return paramFail(errs)
 	}
 	var t *task
 	for _, cand := range s.state.tasks {
