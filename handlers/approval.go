@@ -30,8 +30,9 @@ const DefaultApprovalPoll = 2 * time.Second
 // awaitingApproval is the detail of the waiting step of a command awaiting approval.
 const awaitingApproval = "awaiting approval"
 
-// DecisionInput is the data of command.approve and command.reject: the command decided on,
-// and why (optional; journaled with the decision).
+// DecisionInput is the data of command.approve, command.reject and command.cancel: the
+// command decided on, and why (optional; journaled with the decision, in a cancelled
+// command's result).
 type DecisionInput struct {
 	CommandID     string `json:"command_id"`
 	CommandSource string `json:"command_source"`
@@ -65,21 +66,24 @@ func CommandReject() Verb { return decisionVerb("command.reject", store.Decision
 
 func decisionVerb(name string, decision store.Decision) Verb {
 	return Spec[DecisionInput]{
-		Name:   name,
-		Access: Control,
-		Decode: func(f *Fields) DecisionInput {
-			return DecisionInput{
-				CommandID:     f.String("command_id", true, validCommandToken),
-				CommandSource: f.String("command_source", true, validCommandToken),
-				Reason: f.String("reason", false, func(s string) bool {
-					return len(s) <= maxDecisionReason && validCommandToken(s)
-				}),
-			}
-		},
+		Name:     name,
+		Access:   Control,
+		Decode:   decodeDecision,
 		Resource: func(in DecisionInput) string { return in.CommandSource + " " + in.CommandID },
 		Dispatch: func(ctx context.Context, x *Exec, in DecisionInput) (Outcome, error) {
 			return x.r.decide(ctx, store.CommandKey{Source: in.CommandSource, ID: in.CommandID}, decision, in.Reason)
 		},
+	}
+}
+
+// decodeDecision reads the data of command.approve, command.reject and command.cancel.
+func decodeDecision(f *Fields) DecisionInput {
+	return DecisionInput{
+		CommandID:     f.String("command_id", true, validCommandToken),
+		CommandSource: f.String("command_source", true, validCommandToken),
+		Reason: f.String("reason", false, func(s string) bool {
+			return len(s) <= maxDecisionReason && validCommandToken(s)
+		}),
 	}
 }
 
@@ -157,6 +161,12 @@ func (r *run) control(ctx context.Context) events.Disposition {
 // with the waiting step, for the approvers. It reports false once the command is approved
 // (r.approval says by whom); otherwise the disposition: still waiting, refused, or rejected.
 func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
+	if r.delivery.Number <= 1 {
+		// cancelled (or answered) before its first delivery: no approval is asked for it
+		if disp, done := r.fromRecord(ctx); done {
+			return disp, true
+		}
+	}
 	var planJSON json.RawMessage
 	if r.approval == nil || r.approval.Decision == store.DecisionPending {
 		p, err := r.plan(ctx)

@@ -90,7 +90,9 @@ func (x *Exec) Write(ctx context.Context, step, detail string, send func(ctx con
 	x.progress.Sent = append(x.progress.Sent, step)
 	x.progress.Dispatched, x.r.wrote = true, true
 	x.r.reach(crashBeforeSend, step)
-	sent, err := send(x.runningHook(ctx, step))
+	sendCtx := proxmox.WithTaskStarted(x.runningHook(ctx, step), func(node, upid string) { x.r.taskStarted(ctx, step, node, upid) })
+	sent, err := send(sendCtx)
+	x.r.taskEnded()
 	x.r.reach(crashAfterSend, step)
 	switch {
 	case err == nil && sent.Skipped != "":

@@ -63,8 +63,9 @@ var fuzzVerbs = map[string]fuzzVerb{
 	"vm.backup":            {VMBackup, []string{"vm", "storage", "mode", "compress", "notes_template", "protected"}, nil},
 	"vm.migrate":           {VMMigrate, []string{"vm", "target_node", "online", "with_local_disks", "target_storage"}, nil},
 	"vm.delete":            {VMDelete, []string{"vm", "purge", "destroy_unreferenced_disks", "stop_first"}, nil},
-	"command.approve":      {CommandApprove, []string{"command_id", "command_source"}, nil},
-	"command.reject":       {CommandReject, []string{"command_id", "command_source"}, nil},
+	"command.approve":      {CommandApprove, []string{"command_id", "command_source", "reason"}, nil},
+	"command.reject":       {CommandReject, []string{"command_id", "command_source", "reason"}, nil},
+	"command.cancel":       {CommandCancel, []string{"command_id", "command_source", "reason"}, nil},
 }
 
 // fuzzTargets names the fuzz target of each verb (its seed corpus directory).
@@ -88,6 +89,7 @@ var fuzzTargets = map[string]string{
 	"vm.delete":            "FuzzPrepareVMDelete",
 	"command.approve":      "FuzzPrepareCommandApprove",
 	"command.reject":       "FuzzPrepareCommandReject",
+	"command.cancel":       "FuzzPrepareCommandCancel",
 }
 
 func FuzzPrepareStoragePBSCreate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.create") }
@@ -109,6 +111,7 @@ func FuzzPrepareVMMigrate(f *testing.F)          { fuzzPrepare(f, "vm.migrate") 
 func FuzzPrepareVMDelete(f *testing.F)           { fuzzPrepare(f, "vm.delete") }
 func FuzzPrepareCommandApprove(f *testing.F)     { fuzzPrepare(f, "command.approve") }
 func FuzzPrepareCommandReject(f *testing.F)      { fuzzPrepare(f, "command.reject") }
+func FuzzPrepareCommandCancel(f *testing.F)      { fuzzPrepare(f, "command.cancel") }
 
 // fuzzPrepare runs the checks on the verb's data: the body as given, then the body with a
 // canary at every secret path (and a top-level "password", declared or not).

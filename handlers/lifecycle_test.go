@@ -272,7 +272,7 @@ func newLifecycleWith(t *testing.T, sc *script, tune func(*proxmox.EndpointConfi
 	}
 	l := &lifecycle{store: st, redis: r.Client, clock: c, stream: newStream(), journal: &journal{}}
 	l.p, err = New(Config{
-		Registry: NewRegistry(testVerb(sc), CommandApprove(), CommandReject()), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
+		Registry: NewRegistry(testVerb(sc), CommandApprove(), CommandReject(), CommandCancel()), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
 		Publisher: l.stream, History: l.stream,
 		Instance: "test", Now: c.Now, Settings: Settings{MaxAttempts: 3, JournalRetryDelay: time.Millisecond, GuardWait: 5 * time.Millisecond},
 	})

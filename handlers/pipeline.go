@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
@@ -164,6 +165,9 @@ type Pipeline struct {
 	// crashAt, set by tests only, is called at every crash point (crashpoint.go) with its name;
 	// it stops the command there by panicking with a crashSignal.
 	crashAt func(point string)
+
+	runMu   sync.Mutex
+	running map[string]*run // commands of cancellable verbs running here, by store.WatchName
 }
 
 // New checks cfg and fills in defaults. A missing dependency or a negative setting is an
@@ -198,7 +202,7 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Pipeline{cfg: cfg, waits: newWaitRoom(cfg.GuestWaiters)}, nil
+	return &Pipeline{cfg: cfg, waits: newWaitRoom(cfg.GuestWaiters), running: map[string]*run{}}, nil
 }
 
 // Handle runs one delivery of a command through the pipeline and says what to do with the

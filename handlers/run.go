@@ -44,6 +44,8 @@ type run struct {
 	relocate func(ctx context.Context, c *proxmox.Client) (prepared, error)
 	// waited is set once this delivery has waited in the wait room for a guard.
 	waited bool
+	// cancel is the cancellation of a running command of a cancellable verb (nil otherwise).
+	cancel *canceller
 
 	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
 	seq     int
@@ -325,7 +327,7 @@ func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(cont
 
 // write is contract §4 steps 3–7 for a valid write command.
 func (r *run) write(ctx context.Context) events.Disposition {
-	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards()}
+	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards(), Verb: r.cmd.Verb}
 	if r.cmd.IdempotencyKey != "" {
 		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
 	}
@@ -347,6 +349,7 @@ func (r *run) write(ctx context.Context) events.Disposition {
 	ctx = context.WithoutCancel(ctx)
 	stop := r.keepLease(ctx, claim.Lease)
 	defer stop()
+	defer r.running(ctx, claim)()
 	return r.execute(ctx, claim)
 }
 
@@ -415,6 +418,9 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 	r.wrote = progress.Dispatched
 	x := r.exec(&lease, progress)
 	out, err := r.dispatch(ctx, x)
+	if cancelled, ok := r.cancelledOutcome(out, err); ok {
+		out, err = cancelled, nil
+	}
 	if err != nil {
 		mapped, class := classify(err)
 		if class != final {

@@ -62,6 +62,11 @@ type Spec[In any] struct {
 	// returns the outcome it finds; it never sends that write again. Nil means the write cannot
 	// be confirmed by reading (a reboot): the command answers 502 proxmox_write_unconfirmed.
 	Confirm func(ctx context.Context, x *Exec, in In) (Outcome, error)
+	// Cancellable (write verbs, optional) names the writes (their steps) whose Proxmox task
+	// may be stopped when the command is cancelled after it started (contract §4 "Cancel"),
+	// each with what stopping it leaves behind, for the result's detail. Without it a started
+	// command is finished, not cancelled.
+	Cancellable map[string]string
 }
 
 // Verb is a [Spec] with its input type erased, as the pipeline and the registry hold it.
@@ -70,6 +75,8 @@ type Verb interface {
 	VerbName() string
 	// VerbAccess is Read or Write.
 	VerbAccess() Access
+	// VerbCancellable is [Spec.Cancellable].
+	VerbCancellable() map[string]string
 	prepare(data json.RawMessage) (prepared, *Outcome)
 }
 
@@ -92,6 +99,9 @@ func (s Spec[In]) VerbName() string { return s.Name }
 
 // VerbAccess implements [Verb].
 func (s Spec[In]) VerbAccess() Access { return s.Access }
+
+// VerbCancellable implements [Verb].
+func (s Spec[In]) VerbCancellable() map[string]string { return s.Cancellable }
 
 func (s Spec[In]) prepare(data json.RawMessage) (prepared, *Outcome) {
 	f, err := newFields(data)
@@ -208,5 +218,6 @@ func Builtin() []Verb {
 		VMDelete(),
 		CommandApprove(),
 		CommandReject(),
+		CommandCancel(),
 	}
 }

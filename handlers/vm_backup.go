@@ -89,6 +89,8 @@ func VMBackup() Verb {
 		},
 		Dispatch: dispatchBackup,
 		Confirm:  confirmBackup,
+		Cancellable: map[string]string{"backup_vm": "vzdump removes the archive it was writing; the guest's earlier backups are untouched " +
+			"(a guest stopped or suspended for a stop or suspend mode backup is started or resumed again by vzdump)"},
 	}, func(in *BackupInput) *GuestRef { return &in.GuestRef })
 }
 

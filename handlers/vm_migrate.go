@@ -77,6 +77,8 @@ func VMMigrate() Verb {
 		},
 		Dispatch: dispatchMigrate,
 		Confirm:  confirmMigrate,
+		Cancellable: map[string]string{stepMigrateVM: "the migration is aborted and the guest stays on its node; " +
+			"what it had copied to the target is removed by Proxmox"},
 	}, func(in *MigrateInput) *GuestRef { return &in.GuestRef })
 }
 

@@ -58,6 +58,10 @@ func VMProvision() Verb {
 		},
 		Dispatch: dispatchProvision,
 		Confirm:  confirmProvision,
+		Cancellable: map[string]string{
+			stepRelocateDisk: "the disk stays on its source storage; the new VM exists as far as the provisioning got: delete it with vm.delete or finish it by hand",
+			stepImportImage:  "the image download stops (Proxmox removes its partial file); a VM already created exists as far as the provisioning got",
+		},
 	}
 }
 

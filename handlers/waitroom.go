@@ -111,10 +111,14 @@ func (w *waitRoom) dequeue(wt *waiter) {
 }
 
 // WatchGuards wakes the commands waiting in this process for a busy guest, node or endpoint
-// slot the moment the guard is given back, by a command on any replica, until ctx ends.
-// Without it they look again only after GuardWait.
+// slot the moment the guard is given back, by a command on any replica, and tells a running
+// command of this process that its cancellation was requested, until ctx ends. Without it
+// waiters look again only after GuardWait, and started commands are not cancelled.
 func (p *Pipeline) WatchGuards(ctx context.Context) {
-	p.cfg.Store.WatchFreed(ctx, p.waits.wake)
+	p.cfg.Store.WatchFreed(ctx, func(name string) {
+		p.waits.wake(name)
+		p.announced(ctx, name)
+	})
 }
 
 // claim takes the command and its guards (contract §4 step 3). A guard held elsewhere is

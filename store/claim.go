@@ -121,6 +121,8 @@ type ClaimRequest struct {
 	// Guards are taken in the same atomic step when the caller would own the command (Claimed
 	// or Resumed); when one is held elsewhere the answer is GuardBusy and nothing changes.
 	Guards Guards
+	// Verb is the command's verb, kept on its record (for a cancellation to know what runs).
+	Verb string
 }
 
 // Claim is the answer of [Store.Claim].
@@ -195,7 +197,7 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	cmd, notReplicated := s.replicated(ctx, s.scripts.claim, keys,
 		s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
 		req.Owner, req.Fingerprint, req.Command.Hash(), req.Command.Source, req.Command.ID,
-		idx[0], idx[1], idx[2], slotMax, millis(s.lockKeyTTL()),
+		idx[0], idx[1], idx[2], slotMax, millis(s.lockKeyTTL()), req.Verb,
 	)
 	raw, err := cmd.StringSlice()
 	if err != nil {

@@ -210,12 +210,16 @@ type Inspection struct {
 	Suspended bool
 	// Result is, for Finished, the stored result.
 	Result []byte
+	// Verb is the command's verb as its claim recorded it ("" when unknown).
+	Verb string
+	// Cancel is, for Running, the cancel request recorded on it (nil when none).
+	Cancel *CancelRequest
 }
 
 // Inspect reads command c's identity record for display (proxbus status); it changes nothing.
 func (s *Store) Inspect(ctx context.Context, c CommandKey) (Inspection, error) {
 	vals, err := s.rdb.HMGet(ctx, s.cmdKey(c), "state", "owner", "lease", "journal_id", "journal_url", "dispatched",
-		"dispatched_at", "sent", "suspended", "result").Result()
+		"dispatched_at", "sent", "suspended", "result", "verb", "cancel_by", "cancel_reason").Result()
 	if err != nil {
 		return Inspection{}, fmt.Errorf("store: inspect: %w", err)
 	}
@@ -230,7 +234,10 @@ func (s *Store) Inspect(ctx context.Context, c CommandKey) (Inspection, error) {
 	default:
 		return in, nil
 	}
-	in.Owner, in.Suspended = str(1), str(8) == "1"
+	in.Owner, in.Suspended, in.Verb = str(1), str(8) == "1", str(10)
+	if by := str(11); by != "" {
+		in.Cancel = &CancelRequest{By: by, Reason: str(12)}
+	}
 	if ms, err := strconv.ParseInt(str(2), 10, 64); err == nil && ms > 0 {
 		in.LeaseUntil = time.UnixMilli(ms).UTC()
 	}
@@ -243,4 +250,49 @@ func (s *Store) Inspect(ctx context.Context, c CommandKey) (Inspection, error) {
 		in.Progress.Sent = strings.Split(sent, ",")
 	}
 	return in, nil
+}
+
+// CancelRequest is a request to cancel a command that has started ([Store.RequestCancel]).
+type CancelRequest struct {
+	By, Reason string
+	At         time.Time
+}
+
+// RequestCancel asks whoever runs command c to cancel it (contract §4 "Cancel"): it records
+// req on c's running record and announces it ([Store.WatchFreed] reports [Store.WatchName] of
+// c). It returns the verb the record names ("" when unknown), and an error wrapping
+// ErrNotFound when c is not running (never started, or finished).
+func (s *Store) RequestCancel(ctx context.Context, c CommandKey, req CancelRequest) (string, error) {
+	if req.At.IsZero() {
+		req.At = s.opts.Now()
+	}
+	vals, err := s.write(ctx, s.scripts.requestCancel, []string{s.cmdKey(c)}, req.By, req.Reason, req.At.UnixMilli()).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("store: request cancel: %w", err)
+	}
+	if vals[0] != "running" {
+		return "", fmt.Errorf("store: request cancel: %s: %w", vals[0], ErrNotFound)
+	}
+	return vals[1], nil
+}
+
+// CancelRequested returns the cancel request recorded on command c's running record, and
+// false when there is none.
+func (s *Store) CancelRequested(ctx context.Context, c CommandKey) (CancelRequest, bool, error) {
+	vals, err := s.rdb.HMGet(ctx, s.cmdKey(c), "state", "cancel_by", "cancel_reason", "cancel_at").Result()
+	if err != nil {
+		return CancelRequest{}, false, fmt.Errorf("store: cancel requested: %w", err)
+	}
+	by, _ := vals[1].(string)
+	if st, _ := vals[0].(string); st != "running" || by == "" {
+		return CancelRequest{}, false, nil
+	}
+	req := CancelRequest{By: by}
+	req.Reason, _ = vals[2].(string)
+	if at, _ := vals[3].(string); at != "" {
+		if ms, err := strconv.ParseInt(at, 10, 64); err == nil {
+			req.At = time.UnixMilli(ms).UTC()
+		}
+	}
+	return req, true, nil
 }

@@ -8,7 +8,7 @@ import "github.com/redis/go-redis/v9"
 type scripts struct {
 	claim, suspend, renew, complete, completeReplay, release, updateResult       *redis.Script
 	saveRepair, getRepair, deleteRepair, pendingRepairs, claimRepair, reschedule *redis.Script
-	recordFailure, finishUnstarted, dispatching                                  *redis.Script
+	recordFailure, finishUnstarted, dispatching, requestCancel                   *redis.Script
 	requestApproval, decide, dropApproval, pendingApprovals                      *redis.Script
 }
 
@@ -30,6 +30,7 @@ func newScripts() scripts {
 		recordFailure:    redis.NewScript(recordFailureLua),
 		finishUnstarted:  redis.NewScript(finishUnstartedLua),
 		dispatching:      redis.NewScript(dispatchingLua),
+		requestCancel:    redis.NewScript(requestCancelLua),
 		requestApproval:  redis.NewScript(requestApprovalLua),
 		decide:           redis.NewScript(decideLua),
 		dropApproval:     redis.NewScript(dropApprovalLua),
@@ -70,7 +71,7 @@ end
 // claimLua: KEYS[1] identity, KEYS[2] fence, then the optional idem, resource lease and slots
 // keys at the indices ARGV[9..11] name ("0" = absent).
 // ARGV: now_ms, lease_ms, dedupe_ms, owner, fingerprint, cmd_hash, source, id, idem_i, lock_i,
-// slots_i, slots_max, guard_ttl_ms.
+// slots_i, slots_max, guard_ttl_ms, verb.
 // Returns {state, token, journal_id, journal_url, dispatched, result, orig_source, orig_id,
 // progress_known, busy_guard, marks, dispatched_at}: progress_known is '1' when the previous
 // owner suspended or marked its dispatch (the journal and dispatch fields are then exact),
@@ -161,7 +162,7 @@ else
   end
 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'owner', owner, 'token', token, 'lease', deadline,
-  'fp', fp, 'src', src, 'id', id, 'idem', idem or '', 'marks', '1')
+  'fp', fp, 'src', src, 'id', id, 'idem', idem or '', 'marks', '1', 'verb', ARGV[14])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if idem then
   redis.call('DEL', idem)
@@ -186,6 +187,19 @@ if c[6] == '1' and c[10] and c[10] ~= '' then
   known = '1'
 end
 return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', '', known, '', c[9] or '', c[10] or '', c[11] or ''}
+`
+
+// requestCancelLua: KEYS[1] identity. ARGV: by, reason, now_ms. Records, on a running record
+// only, who asked to cancel it, why and when, and announces it on the record's channel (as
+// WatchFreed hears it). Returns {'running', verb} or {'absent'|'done'}.
+const requestCancelLua = `
+local c = redis.call('HMGET', KEYS[1], 'state', 'verb')
+if c[1] ~= 'running' then
+  return {c[1] or 'absent', ''}
+end
+redis.call('HSET', KEYS[1], 'cancel_by', ARGV[1], 'cancel_reason', ARGV[2], 'cancel_at', ARGV[3])
+redis.call('PUBLISH', KEYS[1], 'cancel')
+return {'running', c[2] or ''}
 `
 
 // dispatchingLua: KEYS[1] identity. ARGV: owner, token, journal_id, journal_url, now_ms, step.

@@ -3,6 +3,7 @@ package proxmox_test
 import (
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,42 @@ func TestBackupOfArchive(t *testing.T) {
 		if got.VolID != tc.want || ok != (tc.want != "") {
 			t.Errorf("BackupOfArchive(%q) = %q, %v; want %q", tc.archive, got.VolID, ok, tc.want)
 		}
+	}
+}
+
+// TestStopTask pins StopTask against the simulator (modelled on pve-manager's stop_task): a
+// running vzdump stopped ends at once with "interrupted by signal" and makes no backup, and
+// waiting for it reports that as a *TaskError; stopping it again, now ended, changes nothing
+// and is no error; an unknown UPID is PVE's 400.
+func TestStopTask(t *testing.T) {
+	t.Parallel()
+	sim, c := guestSim(t, time.Minute)
+	addBackupStorages(sim)
+	g := resolve(t, c, "web-01")
+	ctx := testCtx(t)
+	done := make(chan error, 1)
+	started := make(chan string, 1)
+	go func() {
+		_, err := c.Backup(proxmox.WithTaskStarted(ctx, func(_, upid string) { started <- upid }), g, proxmox.BackupRequest{Storage: "pbs1"})
+		done <- err
+	}()
+	upid := <-started
+	if err := c.StopTask(ctx, "pve1", upid); err != nil {
+		t.Fatalf("StopTask: %v", err)
+	}
+	var te *proxmox.TaskError
+	if err := <-done; !errors.As(err, &te) || te.ExitStatus != "interrupted by signal" {
+		t.Fatalf("the stopped vzdump's wait: %v, want a TaskError interrupted by signal", err)
+	}
+	if backups, err := c.GuestBackups(ctx, "pve1", "pbs1", 100); err != nil || len(backups) != 0 {
+		t.Errorf("backups after the stop = %+v, %v; want none", backups, err)
+	}
+	if err := c.StopTask(ctx, "pve1", upid); err != nil {
+		t.Errorf("stopping an ended task: %v, want no error", err)
+	}
+	unknown := strings.Replace(upid, ":vzdump:", ":qmstart:", 1)
+	var apiErr *proxmox.APIError
+	if err := c.StopTask(ctx, "pve1", unknown); !errors.As(err, &apiErr) || apiErr.Status != 400 || !slices.Contains(apiErr.ParamNames(), "upid") {
+		t.Errorf("an unknown task: %v, want 400 no such task", err)
 	}
 }

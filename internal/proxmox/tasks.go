@@ -303,3 +303,11 @@ func (c *Client) runTask(ctx context.Context, node string, r request) (string, e
 	taskStarted(ctx, node, upid)
 	return upid, c.WaitTask(ctx, node, upid)
 }
+
+// StopTask stops the running task upid on node (DELETE /nodes/{node}/tasks/{upid}): PVE sends
+// its worker TERM, and the task ends with an error ("received interrupt", "interrupted by
+// signal" for vzdump), leaving what it had not done undone. A task that already ended is left
+// as it is (no error): read its status to know how it ended. Errors: the request's.
+func (c *Client) StopTask(ctx context.Context, node, upid string) error {
+	return c.do(ctx, request{method: http.MethodDelete, path: taskPath(node, upid)}, nil)
+}

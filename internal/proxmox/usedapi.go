@@ -26,6 +26,7 @@ func UsedAPI() []APIUse {
 		{Method: "POST", Path: "/nodes/{node}/status", Params: []string{"command"}},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/status"},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/log", Params: []string{"start", "limit"}},
+		{Method: "DELETE", Path: "/nodes/{node}/tasks/{upid}"},
 	}
 	out = append(out, guestAPI()...)
 	out = append(out, provisionAPI()...)

@@ -30,11 +30,12 @@ const (
 
 // Privileges the simulator checks.
 const (
-	privAll      = "*"
-	privAllocate = "Datastore.Allocate"
-	privAudit    = "Datastore.Audit"
-	privSysAudit = "Sys.Audit"
-	privVMAudit  = "VM.Audit"
+	privAll       = "*"
+	privAllocate  = "Datastore.Allocate"
+	privAudit     = "Datastore.Audit"
+	privSysAudit  = "Sys.Audit"
+	privSysModify = "Sys.Modify"
+	privVMAudit   = "VM.Audit"
 )
 
 // storageAvailable is the status of an active storage in /cluster/resources.

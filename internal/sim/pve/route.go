@@ -82,6 +82,7 @@ func (s *Server) nodeEndpoints() map[string]endpoint {
 		"GET /nodes/{node}/network":             {perm: nodePerm(privSysAudit), fn: s.getNetwork},
 		"GET /nodes/{node}/tasks/{upid}/status": {perm: func(*call) (string, string) { return "", "" }, fn: s.getTaskStatus},
 		"GET /nodes/{node}/tasks/{upid}/log":    {perm: func(*call) (string, string) { return "", "" }, fn: s.getTaskLog},
+		"DELETE /nodes/{node}/tasks/{upid}":     {perm: s.stopTaskPerm, fn: s.stopTask},
 	}
 }
 

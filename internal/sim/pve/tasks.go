@@ -150,6 +150,44 @@ func (s *Server) getTaskStatus(c *call) answer {
 	return paramFail(map[string]string{"upid": "no such task"})
 }
 
+// stopTaskPerm is stop_task's permission (pve-manager PVE/API2/Tasks.pm): a token that is not
+// the task's owner needs Sys.Modify on the node. Server.mu is held.
+func (s *Server) stopTaskPerm(c *call) (string, string) {
+	for _, t := range s.state.tasks {
+		if t.upid == c.r.PathValue("upid") && t.user == c.tokenID {
+			return "", ""
+		}
+	}
+	return "/nodes/" + c.r.PathValue("node"), privSysModify
+}
+
+// stopTask is DELETE /nodes/{node}/tasks/{upid} (pve-manager PVE/API2/Tasks.pm, stop_task):
+// PVE::RPCEnvironment::check_worker($upid, 1) (pve-common RESTEnvironment.pm) sends TERM to a
+// running worker's process group, which dies in its signal handler, so the task ends at once
+// with its error, "received interrupt" (fork_worker's handler), "interrupted by signal" for
+// vzdump (PVE/API2/VZDump.pm's own handler), and what it was doing is not done. A task that
+// already ended is left as it is. It answers null; an unknown UPID is 400 "no such task".
+func (s *Server) stopTask(c *call) answer {
+	raw := c.r.PathValue("upid")
+	if _, err := proxmox.ParseUPID(raw); err != nil {
+		return paramFail(map[string]string{"upid": "unable to parse worker upid"})
+	}
+	for _, t := range s.state.tasks {
+		if t.upid != raw || t.node != c.r.PathValue("node") {
+			continue
+		}
+		if !t.done {
+			t.fault, t.effect = "received interrupt", nil
+			if t.typ == proxmox.BackupTaskType {
+				t.fault = "interrupted by signal"
+			}
+			s.finishTask(t, time.Now())
+		}
+		return ok(nil)
+	}
+	return paramFail(map[string]string{"upid": "no such task"})
+}
+
 // withLog gives the task just started by a handler (the newest one) the log lines log and,
 // when it has none, its start time (end minus the current task duration): for tasks started
 // by helpers that take no log. It returns a unchanged; a refusal (no task) changes nothing.

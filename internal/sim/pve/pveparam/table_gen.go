@@ -656,6 +656,12 @@ var methods = map[string]Method{
 			"vmid":       {Type: "integer", Format: "pve-vmid", Minimum: num(100), Maximum: num(999999999), Optional: true},
 		},
 	},
+	"DELETE /nodes/{node}/tasks/{upid}": {
+		Params: map[string]Schema{
+			"node": {Type: "string", Format: "pve-node"},
+			"upid": {Type: "string"},
+		},
+	},
 	"GET /nodes/{node}/tasks/{upid}/log": {
 		Params: map[string]Schema{
 			"limit": {Type: "integer", Minimum: num(0), Optional: true},
