@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,9 +39,27 @@ type natsUser struct {
 	errs chan error
 }
 
+// inboxOf is the inbox prefix each user of nats/accounts.conf connects with.
+var inboxOf = map[string]string{
+	"proxbus": app.InboxService, "producer": app.InboxProducer, "subscriber": app.InboxSubscriber,
+	"cli": app.InboxCLI, "approver": app.InboxApprover, "admin": app.InboxAdmin,
+}
+
 // startAccountsServer runs a JetStream server whose users and permissions are exactly
-// nats/accounts.conf, with a password per variable it reads, and returns a connect function.
+// nats/accounts.conf, with a password per variable it reads, and returns a connect function
+// that connects as a user with that user's inbox prefix ([inboxOf]), or with nats.go's
+// default "_INBOX" when inbox is "".
 func startAccountsServer(t *testing.T) func(user string) *natsUser {
+	connect := startAccountsServerInbox(t)
+	return func(user string) *natsUser {
+		t.Helper()
+		return connect(user, inboxOf[user])
+	}
+}
+
+// startAccountsServerInbox is [startAccountsServer] whose connect function takes the inbox
+// prefix.
+func startAccountsServerInbox(t *testing.T) func(user, inbox string) *natsUser {
 	t.Helper()
 	passwords := map[string]string{}
 	for _, v := range natsPasswordVariables(t) {
@@ -77,17 +97,21 @@ func startAccountsServer(t *testing.T) func(user string) *natsUser {
 	if !srv.ReadyForConnections(waitLimit) {
 		t.Fatal("server with accounts.conf not ready")
 	}
-	return func(user string) *natsUser {
+	return func(user, inbox string) *natsUser {
 		t.Helper()
 		u := &natsUser{errs: make(chan error, 64)}
 		pw := passwords["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pw),
+		opts := []nats.Option{nats.UserInfo(user, pw),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 				select {
 				case u.errs <- err:
 				default:
 				}
-			}))
+			})}
+		if inbox != "" {
+			opts = append(opts, nats.CustomInboxPrefix(inbox))
+		}
+		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err != nil {
 			t.Fatalf("connect as %s: %v", user, err)
 		}
@@ -354,6 +378,12 @@ func TestNATSAccountPermissions(t *testing.T) {
 		{"cli deletes the events stream", cli, func(u *natsUser) error {
 			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.EventsStream(), nil)
 		}},
+		{"proxbus approves a command (for a webhook)", svc, func(u *natsUser) error {
+			return u.nc.Publish(subjects.Command("command.approve"), []byte(`{}`))
+		}},
+		{"proxbus rejects a command (for a webhook)", svc, func(u *natsUser) error {
+			return u.nc.Publish(subjects.Command("command.reject"), []byte(`{}`))
+		}},
 	}
 	for _, r := range refusals {
 		if err := r.do(r.u); err != nil {
@@ -387,5 +417,95 @@ func TestNATSClusterConfigParses(t *testing.T) {
 	}
 	if len(opts.Accounts) == 0 {
 		t.Error("accounts.conf defines no account")
+	}
+}
+
+// TestNATSInboxesArePrivate reproduces the review's attack on the shipped permissions: every
+// user but admin listens on nats.go's default inbox "_INBOX.>" and on every other role's inbox
+// prefix while the proxbus user pulls a storage.pbs.create carrying a password. The server
+// must refuse each of those subscriptions and no eavesdropper may receive the command; each
+// role may still subscribe under its own prefix. Not parallel: it sets the password
+// variables in the environment.
+func TestNATSInboxesArePrivate(t *testing.T) {
+	connect := startAccountsServerInbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	t.Cleanup(cancel)
+	subjects := events.NewSubjects("")
+	cfg := consumer.Config{Subjects: subjects, Instance: "deploy-test", Logger: slog.New(slog.DiscardHandler)}
+	svc := connect("proxbus", app.InboxService)
+	if err := consumer.Provision(ctx, svc.js, cfg); err != nil {
+		t.Fatalf("proxbus: provision: %v", err)
+	}
+
+	type tap struct {
+		who     string
+		u       *natsUser
+		msgs    chan *nats.Msg
+		allowed bool
+	}
+	var taps []tap
+	roles := []string{"proxbus", "producer", "subscriber", "cli", "approver"}
+	for _, user := range roles {
+		u := connect(user, inboxOf[user])
+		if _, err := u.nc.SubscribeSync(inboxOf[user] + ".own"); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		u.noErrors(t, user+" subscribes under its own inbox prefix")
+		for _, inbox := range append([]string{"_INBOX"}, slices.Collect(maps.Values(inboxOf))...) {
+			if inbox == inboxOf[user] {
+				continue
+			}
+			ch := make(chan *nats.Msg, 16)
+			if _, err := u.nc.ChanSubscribe(inbox+".>", ch); err != nil {
+				t.Fatal(err)
+			}
+			taps = append(taps, tap{who: user + " on " + inbox + ".>", u: u, msgs: ch})
+		}
+	}
+	for _, tp := range taps {
+		if !tp.u.denied(t) {
+			t.Errorf("%s: subscription allowed, want a permission violation", tp.who)
+		}
+	}
+
+	producer := connect("producer", app.InboxProducer)
+	const canary = "pbs-password-canary-7f3a"
+	m, err := events.EncodeBinary(subjects, events.Command{Verb: "storage.pbs.create", ID: "secret-1", Source: "/deploy-test",
+		Data: []byte(`{"storage":"pbs1","server":"pbs.example","datastore":"ds","username":"u@pbs","password":"` + canary + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.js.PublishMsg(ctx, m); err != nil {
+		t.Fatalf("producer: publish: %v", err)
+	}
+	pull, err := svc.js.Consumer(ctx, subjects.CommandsStream(), consumer.DefaultDurable)
+	if err != nil {
+		t.Fatalf("proxbus: consumer: %v", err)
+	}
+	batch, err := pull.Fetch(1, jetstream.FetchMaxWait(waitLimit))
+	if err != nil {
+		t.Fatalf("proxbus: fetch: %v", err)
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		if !strings.Contains(string(msg.Data()), canary) {
+			t.Errorf("proxbus fetched %q, want the command", msg.Data())
+		}
+	}
+	if got != 1 {
+		t.Fatalf("proxbus fetched %d commands, want 1 (%v)", got, batch.Error())
+	}
+	svc.noErrors(t, "proxbus")
+	for _, tp := range taps {
+		if err := tp.u.nc.Flush(); err != nil { // what the server sent before the fetch ended has arrived
+			t.Fatal(err)
+		}
+		if n := len(tp.msgs); n > 0 {
+			t.Errorf("%s: received %d of the service's replies (the pulled command with its password)", tp.who, n)
+		}
 	}
 }

@@ -46,7 +46,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sub := args[0]
 	fs := newFlagSet("dlq "+sub, stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxAdmin)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	limit := fs.Int("limit", 100, "list at most this many")
 	before := fs.String("before", "", "purge: only letters stored before this time (RFC 3339, or a duration back from now like 24h)")
