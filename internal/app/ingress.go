@@ -18,6 +18,9 @@ type Ingress struct {
 	// WebhookRulesFile maps plain NetBox webhook bodies to commands; empty: only structured
 	// CloudEvent bodies make commands.
 	WebhookRulesFile string
+	// WebhookVerbs are the verbs the webhook may publish (ingress.Config.WebhookVerbs):
+	// exact verbs or "prefix.*"; empty: every verb but command.*, which no front publishes.
+	WebhookVerbs []string
 	// ProxboxAPIKey enables the proxbox-api compatible POST /proxmox/storage/pbs, which
 	// requires it in X-Proxbox-API-Key.
 	ProxboxAPIKey string
@@ -43,12 +46,18 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 	if !httpOn {
 		return nil, fmt.Errorf("%w: the webhook ingress and the proxbox-api front need the HTTP server (PROXBUS_HTTP_ADDR)", config.ErrInvalid)
 	}
-	if i.WebhookRulesFile == "" {
-		return nil, nil
+	if len(i.WebhookVerbs) > 0 && i.WebhookSecret == "" {
+		return nil, fmt.Errorf("%w: webhook verbs (PROXBUS_WEBHOOK_VERBS) need the webhook secret (PROXBUS_WEBHOOK_SECRET)", config.ErrInvalid)
 	}
-	rules, err := ingress.LoadRules(i.WebhookRulesFile) // its errors wrap config.ErrInvalid
-	if err != nil {
-		return nil, fmt.Errorf("webhook rules %s (PROXBUS_WEBHOOK_RULES): %w", i.WebhookRulesFile, err)
+	var rules *ingress.Rules
+	if i.WebhookRulesFile != "" {
+		var err error
+		if rules, err = ingress.LoadRules(i.WebhookRulesFile); err != nil { // its errors wrap config.ErrInvalid
+			return nil, fmt.Errorf("webhook rules %s (PROXBUS_WEBHOOK_RULES): %w", i.WebhookRulesFile, err)
+		}
+	}
+	if err := ingress.CheckVerbs(i.WebhookVerbs, rules); err != nil {
+		return nil, fmt.Errorf("webhook rules %s and verbs (PROXBUS_WEBHOOK_RULES, PROXBUS_WEBHOOK_VERBS): %w", i.WebhookRulesFile, err)
 	}
 	return rules, nil
 }
@@ -57,7 +66,7 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps) error {
 	srv, err := ingress.New(ingress.Config{
 		JetStream: deps.JetStream, Conn: deps.NATS, Subjects: deps.Subjects,
-		WebhookSecret: i.WebhookSecret, Rules: rules, FrontAPIKey: i.ProxboxAPIKey,
+		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
 		ResultTimeout: i.ResultTimeout, Logger: deps.Logger.With("component", "ingress"),
 	})
 	if err != nil {

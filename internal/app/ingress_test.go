@@ -37,6 +37,10 @@ func TestIngressCheck(t *testing.T) {
 		{name: "front without http", in: Ingress{ProxboxAPIKey: "k"}, wantErr: true},
 		{name: "rules without secret", in: Ingress{WebhookRulesFile: good}, httpOn: true, wantErr: true},
 		{name: "bad rules", in: Ingress{WebhookSecret: "s", WebhookRulesFile: bad}, httpOn: true, wantErr: true},
+		{name: "rules within the verbs", in: Ingress{WebhookSecret: "s", WebhookRulesFile: good, WebhookVerbs: []string{"vm.*"}}, httpOn: true, wantRules: true},
+		{name: "rule outside the verbs", in: Ingress{WebhookSecret: "s", WebhookRulesFile: good, WebhookVerbs: []string{"vm.stop"}}, httpOn: true, wantErr: true},
+		{name: "approvals in the verbs", in: Ingress{WebhookSecret: "s", WebhookVerbs: []string{"command.approve"}}, httpOn: true, wantErr: true},
+		{name: "verbs without secret", in: Ingress{ProxboxAPIKey: "k", WebhookVerbs: []string{"vm.*"}}, httpOn: true, wantErr: true},
 		{name: "missing rules file", in: Ingress{WebhookSecret: "s", WebhookRulesFile: filepath.Join(dir, "none.yaml")}, httpOn: true, wantErr: true},
 	}
 	for _, tt := range tests {

@@ -105,6 +105,14 @@ func ParseRules(data []byte) (*Rules, error) {
 	return out, nil
 }
 
+// list returns the compiled rules (none for a nil Rules).
+func (rs *Rules) list() []*rule {
+	if rs == nil {
+		return nil
+	}
+	return rs.rules
+}
+
 // Len is the number of rules.
 func (rs *Rules) Len() int {
 	if rs == nil {
@@ -137,6 +145,9 @@ func compileRule(spec ruleSpec) (*rule, error) {
 	r := &rule{name: spec.Name, objectType: strings.ToLower(spec.ObjectType), verb: spec.Verb}
 	if _, ok := events.NewSubjects("").VerbOf(events.NewSubjects("").Command(spec.Verb)); !ok {
 		return nil, errors.New("verb is missing or not a valid subject token sequence")
+	}
+	if strings.HasPrefix(spec.Verb, CommandVerbPrefix) {
+		return nil, fmt.Errorf("verb %s: %w: command.* verbs (approvals, rejections) are never made from a webhook", spec.Verb, ErrVerbNotAllowed)
 	}
 	if r.objectType != "" && !strings.Contains(r.objectType, ".") {
 		return nil, errors.New(`object_type must be "app_label.model", e.g. virtualization.virtualmachine`)

@@ -87,6 +87,10 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if !verbAllowed(s.cfg.WebhookVerbs, m.Verb) { // New refused such rules; kept as a second lock
+		s.refuseVerb(w, r, m.Verb)
+		return
+	}
 	cmd := events.Command{
 		ID: WebhookCommandID(m.Rule, m.Verb, wh), Source: s.cfg.Source, Verb: m.Verb,
 		EndpointID: m.EndpointID, HasEndpointID: m.HasEndpointID,
@@ -117,6 +121,10 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_cloudevent", Detail: "type is not proxbus.<verb>"})
 		return
 	}
+	if !verbAllowed(s.cfg.WebhookVerbs, verb) {
+		s.refuseVerb(w, r, verb)
+		return
+	}
 	h := nats.Header{}
 	h.Set(events.HeaderContentType, events.ContentTypeCE)
 	cmd, err := events.Decode(subject, h, body, s.cfg.Subjects)
@@ -127,6 +135,12 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 			detail = p.Reason
 		}
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_cloudevent", Detail: detail})
+		return
+	}
+	if !underSource(cmd.Source, s.cfg.Source) {
+		s.log.Warn("webhook refused", "reason", "source_not_allowed", "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusForbidden, errorBody{Reason: "source_not_allowed", Fields: []string{"source"},
+			Detail: "a webhook's source must be " + s.cfg.Source + " or a path under it"})
 		return
 	}
 	msg := nats.NewMsg(subject)
@@ -149,6 +163,22 @@ func (s *Server) publishAccepted(w http.ResponseWriter, r *http.Request, msg *na
 		CommandID: cmd.ID, CommandSource: cmd.Source, Verb: cmd.Verb, Rule: rule,
 		Subject: s.cfg.Subjects.Follow(ref), ResultSubject: s.cfg.Subjects.Result(ref), Duplicate: dup,
 	})
+}
+
+// refuseVerb answers 403 for a verb the webhook front may not publish.
+func (s *Server) refuseVerb(w http.ResponseWriter, r *http.Request, verb string) {
+	s.log.Warn("webhook refused", "reason", "verb_not_allowed", "verb", verb, "remote", r.RemoteAddr)
+	detail := "this verb is not among the webhook verbs (PROXBUS_WEBHOOK_VERBS)"
+	if strings.HasPrefix(verb, CommandVerbPrefix) {
+		detail = "command.* verbs (approvals, rejections) are never accepted from a webhook; use proxbus approve|reject"
+	}
+	writeJSON(w, http.StatusForbidden, errorBody{Reason: "verb_not_allowed", Fields: []string{"type"}, Detail: detail})
+}
+
+// underSource reports whether source is front or a path under it (front + "/..."), so that a
+// webhook cannot make a command in another producer's namespace of ids.
+func underSource(source, front string) bool {
+	return source == front || strings.HasPrefix(source, strings.TrimSuffix(front, "/")+"/")
 }
 
 // isCloudEvent reports whether a webhook body is a structured-mode CloudEvent: the
