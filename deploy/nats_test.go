@@ -151,6 +151,26 @@ func (u *natsUser) noErrors(t *testing.T, who string) {
 	}
 }
 
+// runConsumer runs proxbus's consumer as svc with handler h until the returned function is
+// called (also at cleanup); it returns once the consumer has stopped.
+func runConsumer(ctx context.Context, t *testing.T, svc *natsUser, cfg consumer.Config, h consumer.Handler) (stop func()) {
+	t.Helper()
+	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js, events.NewEmitter(cfg.Subjects, "deploy-test")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := c.Run(runCtx); err != nil {
+			t.Errorf("proxbus: consumer run: %v", err)
+		}
+	})
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
+}
+
 // eventually reports whether cond held within waitLimit, polling it.
 func eventually(cond func() bool) bool {
 	deadline := time.Now().Add(waitLimit)
@@ -229,20 +249,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 		}
 		return events.Disposition{Action: events.Ack}
 	})
-	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js, events.NewEmitter(subjects, "deploy-test")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
+	stopConsumer := runConsumer(ctx, t, svc, cfg, h)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := c.Run(runCtx); err != nil {
-			t.Errorf("proxbus: consumer run: %v", err)
-		}
-	}()
-	t.Cleanup(func() { stop(); wg.Wait() })
 
 	admin := connect("admin")
 	msgs := func(stream string) uint64 {
@@ -259,8 +267,7 @@ func TestNATSAccountPermissions(t *testing.T) {
 		t.Fatalf("never happened: commands acked or dead-lettered, 2 dead letters, 1 result (the poison's) (now %d, %d, %d)",
 			msgs(subjects.CommandsStream()), msgs(subjects.DLQStream()), msgs(subjects.EventsStream()))
 	}
-	stop()
-	wg.Wait()
+	stopConsumer()
 	mu.Lock()
 	if handled["ok-1"] != 1 || handled["exhaust-1"] != 1 {
 		t.Errorf("handled %v, want ok-1 and exhaust-1 once each", handled)
@@ -508,4 +515,119 @@ func TestNATSInboxesArePrivate(t *testing.T) {
 			t.Errorf("%s: received %d of the service's replies (the pulled command with its password)", tp.who, n)
 		}
 	}
+}
+
+// TestNATSScheduleForgery reproduces the review's schedule attack on the shipped permissions,
+// with message schedules allowed on the commands stream (contract §11): a producer, denied
+// proxbus.cmd.command.>, publishes a schedule on a subject it may write whose target is
+// proxbus.cmd.command.approve; nats-server stores the fired approval (it checks only that the
+// target is in the stream). The service must dead-letter it as poison, never handle it, while a
+// schedule under proxbus.schedule.> (which only proxbus and admin may write) fires a command
+// that runs. Not parallel: it sets the password variables in the environment.
+func TestNATSScheduleForgery(t *testing.T) {
+	connect := startAccountsServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	t.Cleanup(cancel)
+	subjects := events.NewSubjects("")
+	cfg := consumer.Config{
+		Subjects: subjects, FetchWait: 200 * time.Millisecond, AckWait: 2 * time.Second, Heartbeat: 500 * time.Millisecond,
+		Instance: "deploy-test", Logger: slog.New(slog.DiscardHandler),
+	}
+	svc := connect("proxbus")
+	if err := consumer.Provision(ctx, svc.js, cfg); err != nil {
+		t.Fatalf("proxbus: provision: %v", err)
+	}
+	admin := connect("admin")
+	st, err := admin.js.Stream(ctx, subjects.CommandsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.AllowMsgSchedules = true
+	sc.Subjects = append(sc.Subjects, subjects.Schedule(">"))
+	if _, err := admin.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatalf("admin: allow message schedules: %v", err)
+	}
+
+	schedule := func(u *natsUser, subject, verb, id, source string) {
+		t.Helper()
+		m, err := events.EncodeBinary(subjects, events.Command{Verb: verb, ID: id, Source: source, Actor: "alice",
+			Data: []byte(`{"command_id":"victim-1","command_source":"urn:proxbus:cli","vm":100}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Subject = subject
+		m.Header.Del(events.HeaderMsgID)
+		m.Header.Set("Nats-Schedule", "@at "+time.Now().UTC().Format(time.RFC3339))
+		m.Header.Set("Nats-Schedule-Target", subjects.Command(verb))
+		if _, err := u.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("publish the schedule on %s: %v", subject, err)
+		}
+	}
+	producer := connect("producer")
+	schedule(producer, subjects.Command("vm.start"), "command.approve", "forged-1", "/deploy-test")
+	schedule(admin, subjects.Schedule("approvals"), "command.approve", "forged-2", events.ScheduleSource("approvals"))
+	schedule(admin, subjects.Schedule("fake"), "vm.start", "forged-3", "/deploy-test")
+	schedule(admin, subjects.Schedule("nightly"), "vm.start", "nightly.20260101T020000Z", events.ScheduleSource("nightly"))
+	producer.noErrors(t, "producer")
+
+	fired := func(verb string) uint64 {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if verb == ">" {
+			return info.State.Msgs
+		}
+		return info.State.Subjects[subjects.Command(verb)]
+	}
+	// Each @at schedule is purged once it fired (Nats-Schedule-Next: purge), so the stream then
+	// holds exactly the fired commands: two approvals, two vm.start ("fake" and "nightly").
+	fireDone := func() bool {
+		return fired("command.approve") == 2 && fired("vm.start") == 2 && fired(">") == 4
+	}
+	if !eventually(fireDone) {
+		t.Fatalf("the schedules never fired (%d approvals, %d vm.start, %d in all)", fired("command.approve"), fired("vm.start"), fired(">"))
+	}
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := consumer.HandlerFunc(func(_ context.Context, cmd events.Command, _ events.Delivery) events.Disposition {
+		mu.Lock()
+		handled[cmd.ID]++
+		mu.Unlock()
+		return events.Disposition{Action: events.Ack}
+	})
+	stopConsumer := runConsumer(ctx, t, svc, cfg, h)
+	if !eventually(func() bool {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjects.CommandsFilter()))
+		return err == nil && len(info.State.Subjects) == 0
+	}) {
+		t.Fatal("the fired commands were never taken off the commands stream")
+	}
+	stopConsumer()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range []string{"forged-1", "forged-2", "forged-3"} {
+		if handled[id] != 0 {
+			t.Errorf("%s was handled %d times, want it dead-lettered as poison", id, handled[id])
+		}
+	}
+	if handled["nightly.20260101T020000Z"] != 1 {
+		t.Errorf("the proxbus schedule's command was handled %d times, want 1 (handled: %v)", handled["nightly.20260101T020000Z"], handled)
+	}
+	dls, err := deadletter.List(ctx, admin.js, subjects, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := 0
+	for _, d := range dls {
+		if d.Reason == deadletter.ReasonInvalidCommand {
+			forged++
+		}
+	}
+	if forged < 3 {
+		t.Errorf("%d poison dead letters, want the 3 forged commands among them", forged)
+	}
+	svc.noErrors(t, "proxbus")
 }
