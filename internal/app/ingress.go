@@ -62,12 +62,13 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 	return rules, nil
 }
 
-// mount adds the configured fronts to mux.
-func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps) error {
+// mount adds the configured fronts to mux. identityTTL is the store's command identity window
+// (store.Options.DedupeTTL; 0: its default): no webhook older than that is accepted.
+func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration) error {
 	srv, err := ingress.New(ingress.Config{
 		JetStream: deps.JetStream, Conn: deps.NATS, Subjects: deps.Subjects,
 		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
-		ResultTimeout: i.ResultTimeout, Logger: deps.Logger.With("component", "ingress"),
+		ResultTimeout: i.ResultTimeout, MaxAge: identityTTL, Logger: deps.Logger.With("component", "ingress"),
 	})
 	if err != nil {
 		return err

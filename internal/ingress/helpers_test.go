@@ -152,6 +152,12 @@ func (h *harness) checkAnswer(status int, out []byte, wantStatus int, wantReason
 	}
 }
 
+// netboxTime is the current minute as NetBox writes a webhook's timestamp (Python's isoformat
+// with sep between date and time), so that a test body is within the webhook window.
+func netboxTime(sep string) string {
+	return time.Now().UTC().Truncate(time.Minute).Format("2006-01-02" + sep + "15:04:05.000000-07:00")
+}
+
 // noLeak fails the test when s contains the canary.
 func noLeak(t *testing.T, what, s string) {
 	t.Helper()

@@ -28,6 +28,13 @@ const (
 	DefaultSource        = "/netbox/webhook"
 	DefaultFrontSource   = "/proxbox-api"
 	DefaultResultTimeout = 60 * time.Second
+	// DefaultMaxAge is the default of Config.MaxAge: the command identity window
+	// (store.DefaultDedupeTTL).
+	DefaultMaxAge = 24 * time.Hour
+	// MaxClockSkew is how far in the future a webhook's time may lie (NetBox's clock ahead of
+	// proxbus's); a later one is refused, or a signed body dated years ahead would stay
+	// replayable long after its command's identity is forgotten.
+	MaxClockSkew = 5 * time.Minute
 )
 
 // Paths served by [Server.Routes].
@@ -68,6 +75,13 @@ type Config struct {
 	// FrontAPIKey is the X-Proxbox-API-Key the proxbox-api front requires, as proxbox-api
 	// does. Empty: the front is not mounted (a write path is never anonymous).
 	FrontAPIKey string
+	// MaxAge is how old a webhook may be, by its signed time (a NetBox body's timestamp, a
+	// CloudEvent's time): at most the command identity window (--dedupe-ttl), so that a
+	// captured webhook sent again after its command's identity is forgotten is refused instead
+	// of running again (default DefaultMaxAge).
+	MaxAge time.Duration
+	// Now is the clock the webhook's age is measured with (default time.Now).
+	Now func() time.Time
 	// ResultTimeout is how long the front waits for a result before answering 504 (default
 	// DefaultResultTimeout).
 	ResultTimeout time.Duration
@@ -94,6 +108,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.ResultTimeout < 0 {
 		return nil, fmt.Errorf("ingress: %w: ResultTimeout %s is negative", config.ErrInvalid, cfg.ResultTimeout)
+	}
+	if cfg.MaxAge < 0 {
+		return nil, fmt.Errorf("ingress: %w: MaxAge %s is negative", config.ErrInvalid, cfg.MaxAge)
+	}
+	config.Default(&cfg.MaxAge, DefaultMaxAge)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if cfg.Subjects.Prefix == "" {
 		cfg.Subjects = events.NewSubjects("")

@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/ingress"
@@ -12,7 +13,7 @@ import (
 // ceBody is a structured CloudEvent webhook body of type proxbus.<verb> from source.
 func ceBody(id, verb, source, data string) []byte {
 	return []byte(`{"specversion":"1.0","id":"` + id + `","source":"` + source + `","type":"proxbus.` + verb +
-		`","actor":"alice","datacontenttype":"application/json","data":` + data + `}`)
+		`","time":"` + netboxTime("T") + `","actor":"alice","datacontenttype":"application/json","data":` + data + `}`)
 }
 
 // TestWebhookCloudEventRefusals reproduces the review's approval forgery and its neighbours:
@@ -86,4 +87,56 @@ func TestWebhookVerbConfiguration(t *testing.T) {
 			t.Errorf("%s: %v, want config.ErrInvalid", tc.name, err)
 		}
 	}
+}
+
+// TestWebhookReplayWindow reproduces the review's replay: a signed webhook captured and sent
+// again once its command's identity is forgotten (a day later) must be refused, not run again.
+// The command takes its time from the signed timestamp, so its expiry counts from when NetBox
+// made it; a body without a usable timestamp, or dated beyond the clock skew, is refused.
+func TestWebhookReplayWindow(t *testing.T) {
+	t.Parallel()
+	rules, err := ingress.ParseRules([]byte(rulesYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	body := func(ts string) []byte {
+		return []byte(`{"event":"updated","timestamp":"` + ts + `","object_type":"virtualization.virtualmachine","username":"alice",` +
+			`"request_id":"r-1","data":{"id":42,"status":{"value":"active"},"custom_fields":{"proxmox_vm_id":101,"proxmox_endpoint_id":1}},` +
+			`"snapshots":{"prechange":{"status":"planned"}}}`)
+	}
+	cases := []struct {
+		name       string
+		body       []byte
+		wantStatus int
+		wantReason string
+	}{
+		{"fresh", body("2026-12-02 09:59:00.123456+00:00"), 202, ""},
+		{"a day and a minute old (replayed)", body("2026-12-01T09:59:00+00:00"), 422, "webhook_too_old"},
+		{"an hour in the future", body("2026-12-02T11:00:00+00:00"), 422, "webhook_from_the_future"},
+		{"no timestamp", body(""), 422, "invalid_webhook"},
+		{"timestamp without a zone", body("2026-12-02T09:59:00"), 422, "invalid_webhook"},
+		{"CloudEvent a day old", ceBodyAt("old-1", "2026-12-01T09:00:00Z"), 422, "webhook_too_old"},
+		{"CloudEvent fresh", ceBodyAt("new-1", "2026-12-02T09:59:00Z"), 202, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, ingress.Config{WebhookSecret: secret, Rules: rules, Now: func() time.Time { return now }})
+			status, out := h.webhook(tc.body, nil)
+			h.checkAnswer(status, out, tc.wantStatus, tc.wantReason)
+			if status != 202 {
+				return
+			}
+			if cmd := h.decoded(h.commands()[0]); !cmd.Time.Truncate(time.Second).Equal(now.Add(-time.Minute)) {
+				t.Errorf("command time %v, want the webhook's signed time", cmd.Time)
+			}
+		})
+	}
+}
+
+// ceBodyAt is a CloudEvent webhook body of vm.start with time at.
+func ceBodyAt(id, at string) []byte {
+	return []byte(`{"specversion":"1.0","id":"` + id + `","source":"/netbox/webhook","type":"proxbus.vm.start","time":"` + at +
+		`","datacontenttype":"application/json","data":{"vm":1}}`)
 }
