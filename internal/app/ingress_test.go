@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/proxbus/proxbus/internal/config"
@@ -20,6 +21,10 @@ func TestIngressCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(bad, []byte("rules: [{name: r}]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	crash := filepath.Join(dir, "crash.yaml") // panics inside goccy/go-yaml v1.19.2 (#735)
+	if err := os.WriteFile(crash, []byte("rules: ! {a:\n- b}"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -41,6 +46,7 @@ func TestIngressCheck(t *testing.T) {
 		{name: "rule outside the verbs", in: Ingress{WebhookSecret: "s", WebhookRulesFile: good, WebhookVerbs: []string{"vm.stop"}}, httpOn: true, wantErr: true},
 		{name: "approvals in the verbs", in: Ingress{WebhookSecret: "s", WebhookVerbs: []string{"command.approve"}}, httpOn: true, wantErr: true},
 		{name: "verbs without secret", in: Ingress{ProxboxAPIKey: "k", WebhookVerbs: []string{"vm.*"}}, httpOn: true, wantErr: true},
+		{name: "rules crashing the YAML decoder", in: Ingress{WebhookSecret: "s", WebhookRulesFile: crash}, httpOn: true, wantErr: true},
 		{name: "missing rules file", in: Ingress{WebhookSecret: "s", WebhookRulesFile: filepath.Join(dir, "none.yaml")}, httpOn: true, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -50,6 +56,9 @@ func TestIngressCheck(t *testing.T) {
 			if tt.wantErr {
 				if !errors.Is(err, config.ErrInvalid) {
 					t.Fatalf("err = %v, want config.ErrInvalid", err)
+				}
+				if f := tt.in.WebhookRulesFile; f != "" && tt.in.WebhookSecret != "" && !strings.Contains(err.Error(), f) {
+					t.Errorf("err = %v, want it to name %s", err, f)
 				}
 				return
 			}

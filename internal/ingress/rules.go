@@ -13,8 +13,6 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
 )
@@ -86,8 +84,8 @@ func ParseRules(data []byte) (*Rules, error) {
 	var f struct {
 		Rules []ruleSpec `yaml:"rules"`
 	}
-	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("ingress: rules file: %w: %s", config.ErrInvalid, yaml.FormatError(err, false, false))
+	if err := config.UnmarshalYAMLStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("ingress: rules file: %w", err)
 	}
 	out := &Rules{}
 	seen := map[string]bool{}
