@@ -200,6 +200,11 @@ func TestDecodePoison(t *testing.T) {
 			})
 			return testSubjects.Command("command.approve"), h, []byte(`{"command_id":"a","command_source":"b"}`)
 		}, reasonScheduledVerb, id, "urn:proxbus:schedule:x", "command.approve"},
+		{"binary actor with an escape sequence", bin(set("ce-actor", "bob%1B%5B2J")), reasonActor, id, src, verb},
+		{"binary actor with a bidi override", bin(set("ce-actor", "bob%E2%80%AEtxt")), reasonActor, id, src, verb},
+		{"binary actor with a zero-width space", bin(set("ce-actor", "b%E2%80%8Bob")), reasonActor, id, src, verb},
+		{"structured actor with a newline", str(put("actor", "bob\nalice")), reasonActor, id, src, verb},
+		{"structured actor over 255 bytes", str(put("actor", strings.Repeat("a", 256))), reasonActor, id, src, verb},
 		{"binary missing specversion", bin(del("ce-specversion")), reasonSpecVersion, id, src, verb},
 		{"structured specversion 0.3", str(put("specversion", "0.3")), reasonSpecVersion, id, src, verb},
 		{"structured specversion number", str(put("specversion", 1.0)), reasonSpecVersion, id, src, verb},

@@ -53,6 +53,7 @@ const (
 	reasonDryRun          = "dryrun is not true or false"
 	reasonEndpointID      = "endpointid is not a positive integer"
 	reasonIdempotencyKey  = "idempotencykey is not 1-255 printable ASCII characters"
+	reasonActor           = "actor is longer than 255 bytes or holds control or formatting characters"
 	reasonContentType     = "content type is not application/json"
 	reasonDataContentType = "datacontenttype is not application/json"
 	reasonDataBase64      = "data_base64 is not accepted: data must be JSON"

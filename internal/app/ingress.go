@@ -29,6 +29,11 @@ type Ingress struct {
 	ResultTimeout time.Duration
 }
 
+// MinIngressSecretLength is the fewest characters the webhook secret and the proxbox-api key
+// may have: a short one is guessed, and the log redactor does not cut values under four
+// characters out of free text.
+const MinIngressSecretLength = 16
+
 // enabled reports whether any front is configured.
 func (i Ingress) enabled() bool { return i.WebhookSecret != "" || i.ProxboxAPIKey != "" }
 
@@ -45,6 +50,15 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 	}
 	if !httpOn {
 		return nil, fmt.Errorf("%w: the webhook ingress and the proxbox-api front need the HTTP server (PROXBUS_HTTP_ADDR)", config.ErrInvalid)
+	}
+	for _, c := range []struct{ what, value, also string }{
+		{"the webhook secret (PROXBUS_WEBHOOK_SECRET)", i.WebhookSecret, ", and set the same in NetBox's webhook"},
+		{"the proxbox-api key (PROXBUS_PROXBOX_API_KEY)", i.ProxboxAPIKey, ", and the same in proxbox's settings"},
+	} {
+		if c.value != "" && len(c.value) < MinIngressSecretLength {
+			return nil, fmt.Errorf("%w: %s has %d characters; give one of at least %d (e.g. `openssl rand -hex 24`)%s",
+				config.ErrInvalid, c.what, len(c.value), MinIngressSecretLength, c.also)
+		}
 	}
 	if len(i.WebhookVerbs) > 0 && i.WebhookSecret == "" {
 		return nil, fmt.Errorf("%w: webhook verbs (PROXBUS_WEBHOOK_VERBS) need the webhook secret (PROXBUS_WEBHOOK_SECRET)", config.ErrInvalid)

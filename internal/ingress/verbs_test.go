@@ -2,6 +2,7 @@ package ingress_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,4 +140,44 @@ func TestWebhookReplayWindow(t *testing.T) {
 func ceBodyAt(id, at string) []byte {
 	return []byte(`{"specversion":"1.0","id":"` + id + `","source":"/netbox/webhook","type":"proxbus.vm.start","time":"` + at +
 		`","datacontenttype":"application/json","data":{"vm":1}}`)
+}
+
+// TestWebhookActorValidated: an actor carrying control or bidi characters, or longer than
+// 255 bytes, is refused on the webhook (from a NetBox username or a CloudEvent body) as on
+// NATS, and nothing is published.
+func TestWebhookActorValidated(t *testing.T) {
+	t.Parallel()
+	rules, err := ingress.ParseRules([]byte(rulesYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nb := func(user string) []byte {
+		return []byte(`{"event":"updated","timestamp":"` + netboxTime("T") + `","object_type":"virtualization.virtualmachine",` +
+			`"request":{"id":"r-9","user":` + user + `},"data":{"id":42,"status":{"value":"active"},` +
+			`"custom_fields":{"proxmox_vm_id":101,"proxmox_endpoint_id":1}},"snapshots":{"prechange":{"status":"planned"}}}`)
+	}
+	ce := func(actor string) []byte {
+		return []byte(`{"specversion":"1.0","id":"act-1","source":"/netbox/webhook","type":"proxbus.vm.start","time":"` + netboxTime("T") +
+			`","actor":` + actor + `,"datacontenttype":"application/json","data":{"vm":1}}`)
+	}
+	cases := []struct {
+		name       string
+		body       []byte
+		wantStatus int
+		wantReason string
+	}{
+		{"plain username", nb(`"alice"`), 202, ""},
+		{"username with an escape sequence", nb(`"bob\u001b[2J"`), 422, "invalid_command"},
+		{"username with a bidi override", nb(`"bob\u202egnp"`), 422, "invalid_command"},
+		{"username too long", nb(`"` + strings.Repeat("a", 300) + `"`), 422, "invalid_command"},
+		{"CloudEvent actor with a newline", ce(`"bob\nalice"`), 422, "invalid_cloudevent"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, ingress.Config{WebhookSecret: secret, Rules: rules})
+			status, out := h.webhook(tc.body, nil)
+			h.checkAnswer(status, out, tc.wantStatus, tc.wantReason)
+		})
+	}
 }
