@@ -5,10 +5,12 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -37,9 +39,27 @@ type natsUser struct {
 	errs chan error
 }
 
+// inboxOf is the inbox prefix each user of nats/accounts.conf connects with.
+var inboxOf = map[string]string{
+	"proxbus": app.InboxService, "producer": app.InboxProducer, "subscriber": app.InboxSubscriber,
+	"cli": app.InboxCLI, "approver": app.InboxApprover, "admin": app.InboxAdmin,
+}
+
 // startAccountsServer runs a JetStream server whose users and permissions are exactly
-// nats/accounts.conf, with a password per variable it reads, and returns a connect function.
+// nats/accounts.conf, with a password per variable it reads, and returns a connect function
+// that connects as a user with that user's inbox prefix ([inboxOf]), or with nats.go's
+// default "_INBOX" when inbox is "".
 func startAccountsServer(t *testing.T) func(user string) *natsUser {
+	connect := startAccountsServerInbox(t)
+	return func(user string) *natsUser {
+		t.Helper()
+		return connect(user, inboxOf[user])
+	}
+}
+
+// startAccountsServerInbox is [startAccountsServer] whose connect function takes the inbox
+// prefix.
+func startAccountsServerInbox(t *testing.T) func(user, inbox string) *natsUser {
 	t.Helper()
 	passwords := map[string]string{}
 	for _, v := range natsPasswordVariables(t) {
@@ -77,17 +97,21 @@ func startAccountsServer(t *testing.T) func(user string) *natsUser {
 	if !srv.ReadyForConnections(waitLimit) {
 		t.Fatal("server with accounts.conf not ready")
 	}
-	return func(user string) *natsUser {
+	return func(user, inbox string) *natsUser {
 		t.Helper()
 		u := &natsUser{errs: make(chan error, 64)}
 		pw := passwords["NATS_"+strings.ToUpper(user)+"_PASSWORD"]
-		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, pw),
+		opts := []nats.Option{nats.UserInfo(user, pw),
 			nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 				select {
 				case u.errs <- err:
 				default:
 				}
-			}))
+			})}
+		if inbox != "" {
+			opts = append(opts, nats.CustomInboxPrefix(inbox))
+		}
+		nc, err := nats.Connect(srv.ClientURL(), opts...)
 		if err != nil {
 			t.Fatalf("connect as %s: %v", user, err)
 		}
@@ -125,6 +149,26 @@ func (u *natsUser) noErrors(t *testing.T, who string) {
 			return
 		}
 	}
+}
+
+// runConsumer runs proxbus's consumer as svc with handler h until the returned function is
+// called (also at cleanup); it returns once the consumer has stopped.
+func runConsumer(ctx context.Context, t *testing.T, svc *natsUser, cfg consumer.Config, h consumer.Handler) (stop func()) {
+	t.Helper()
+	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js, events.NewEmitter(cfg.Subjects, "deploy-test")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := c.Run(runCtx); err != nil {
+			t.Errorf("proxbus: consumer run: %v", err)
+		}
+	})
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
 }
 
 // eventually reports whether cond held within waitLimit, polling it.
@@ -205,20 +249,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 		}
 		return events.Disposition{Action: events.Ack}
 	})
-	c, err := consumer.New(svc.js, cfg, h, consumer.NewPublisher(svc.js, events.NewEmitter(subjects, "deploy-test")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
+	stopConsumer := runConsumer(ctx, t, svc, cfg, h)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := c.Run(runCtx); err != nil {
-			t.Errorf("proxbus: consumer run: %v", err)
-		}
-	}()
-	t.Cleanup(func() { stop(); wg.Wait() })
 
 	admin := connect("admin")
 	msgs := func(stream string) uint64 {
@@ -235,8 +267,7 @@ func TestNATSAccountPermissions(t *testing.T) {
 		t.Fatalf("never happened: commands acked or dead-lettered, 2 dead letters, 1 result (the poison's) (now %d, %d, %d)",
 			msgs(subjects.CommandsStream()), msgs(subjects.DLQStream()), msgs(subjects.EventsStream()))
 	}
-	stop()
-	wg.Wait()
+	stopConsumer()
 	mu.Lock()
 	if handled["ok-1"] != 1 || handled["exhaust-1"] != 1 {
 		t.Errorf("handled %v, want ok-1 and exhaust-1 once each", handled)
@@ -354,6 +385,12 @@ func TestNATSAccountPermissions(t *testing.T) {
 		{"cli deletes the events stream", cli, func(u *natsUser) error {
 			return u.nc.Publish("$JS.API.STREAM.DELETE."+subjects.EventsStream(), nil)
 		}},
+		{"proxbus approves a command (for a webhook)", svc, func(u *natsUser) error {
+			return u.nc.Publish(subjects.Command("command.approve"), []byte(`{}`))
+		}},
+		{"proxbus rejects a command (for a webhook)", svc, func(u *natsUser) error {
+			return u.nc.Publish(subjects.Command("command.reject"), []byte(`{}`))
+		}},
 	}
 	for _, r := range refusals {
 		if err := r.do(r.u); err != nil {
@@ -388,4 +425,209 @@ func TestNATSClusterConfigParses(t *testing.T) {
 	if len(opts.Accounts) == 0 {
 		t.Error("accounts.conf defines no account")
 	}
+}
+
+// TestNATSInboxesArePrivate reproduces the review's attack on the shipped permissions: every
+// user but admin listens on nats.go's default inbox "_INBOX.>" and on every other role's inbox
+// prefix while the proxbus user pulls a storage.pbs.create carrying a password. The server
+// must refuse each of those subscriptions and no eavesdropper may receive the command; each
+// role may still subscribe under its own prefix. Not parallel: it sets the password
+// variables in the environment.
+func TestNATSInboxesArePrivate(t *testing.T) {
+	connect := startAccountsServerInbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	t.Cleanup(cancel)
+	subjects := events.NewSubjects("")
+	cfg := consumer.Config{Subjects: subjects, Instance: "deploy-test", Logger: slog.New(slog.DiscardHandler)}
+	svc := connect("proxbus", app.InboxService)
+	if err := consumer.Provision(ctx, svc.js, cfg); err != nil {
+		t.Fatalf("proxbus: provision: %v", err)
+	}
+
+	type tap struct {
+		who     string
+		u       *natsUser
+		msgs    chan *nats.Msg
+		allowed bool
+	}
+	var taps []tap
+	roles := []string{"proxbus", "producer", "subscriber", "cli", "approver"}
+	for _, user := range roles {
+		u := connect(user, inboxOf[user])
+		if _, err := u.nc.SubscribeSync(inboxOf[user] + ".own"); err != nil {
+			t.Fatal(err)
+		}
+		if err := u.nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		u.noErrors(t, user+" subscribes under its own inbox prefix")
+		for _, inbox := range append([]string{"_INBOX"}, slices.Collect(maps.Values(inboxOf))...) {
+			if inbox == inboxOf[user] {
+				continue
+			}
+			ch := make(chan *nats.Msg, 16)
+			if _, err := u.nc.ChanSubscribe(inbox+".>", ch); err != nil {
+				t.Fatal(err)
+			}
+			taps = append(taps, tap{who: user + " on " + inbox + ".>", u: u, msgs: ch})
+		}
+	}
+	for _, tp := range taps {
+		if !tp.u.denied(t) {
+			t.Errorf("%s: subscription allowed, want a permission violation", tp.who)
+		}
+	}
+
+	producer := connect("producer", app.InboxProducer)
+	const canary = "pbs-password-canary-7f3a"
+	m, err := events.EncodeBinary(subjects, events.Command{Verb: "storage.pbs.create", ID: "secret-1", Source: "/deploy-test",
+		Data: []byte(`{"storage":"pbs1","server":"pbs.example","datastore":"ds","username":"u@pbs","password":"` + canary + `"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := producer.js.PublishMsg(ctx, m); err != nil {
+		t.Fatalf("producer: publish: %v", err)
+	}
+	pull, err := svc.js.Consumer(ctx, subjects.CommandsStream(), consumer.DefaultDurable)
+	if err != nil {
+		t.Fatalf("proxbus: consumer: %v", err)
+	}
+	batch, err := pull.Fetch(1, jetstream.FetchMaxWait(waitLimit))
+	if err != nil {
+		t.Fatalf("proxbus: fetch: %v", err)
+	}
+	got := 0
+	for msg := range batch.Messages() {
+		got++
+		if !strings.Contains(string(msg.Data()), canary) {
+			t.Errorf("proxbus fetched %q, want the command", msg.Data())
+		}
+	}
+	if got != 1 {
+		t.Fatalf("proxbus fetched %d commands, want 1 (%v)", got, batch.Error())
+	}
+	svc.noErrors(t, "proxbus")
+	for _, tp := range taps {
+		if err := tp.u.nc.Flush(); err != nil { // what the server sent before the fetch ended has arrived
+			t.Fatal(err)
+		}
+		if n := len(tp.msgs); n > 0 {
+			t.Errorf("%s: received %d of the service's replies (the pulled command with its password)", tp.who, n)
+		}
+	}
+}
+
+// TestNATSScheduleForgery reproduces the review's schedule attack on the shipped permissions,
+// with message schedules allowed on the commands stream (contract §11): a producer, denied
+// proxbus.cmd.command.>, publishes a schedule on a subject it may write whose target is
+// proxbus.cmd.command.approve; nats-server stores the fired approval (it checks only that the
+// target is in the stream). The service must dead-letter it as poison, never handle it, while a
+// schedule under proxbus.schedule.> (which only proxbus and admin may write) fires a command
+// that runs. Not parallel: it sets the password variables in the environment.
+func TestNATSScheduleForgery(t *testing.T) {
+	connect := startAccountsServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*waitLimit)
+	t.Cleanup(cancel)
+	subjects := events.NewSubjects("")
+	cfg := consumer.Config{
+		Subjects: subjects, FetchWait: 200 * time.Millisecond, AckWait: 2 * time.Second, Heartbeat: 500 * time.Millisecond,
+		Instance: "deploy-test", Logger: slog.New(slog.DiscardHandler),
+	}
+	svc := connect("proxbus")
+	if err := consumer.Provision(ctx, svc.js, cfg); err != nil {
+		t.Fatalf("proxbus: provision: %v", err)
+	}
+	admin := connect("admin")
+	st, err := admin.js.Stream(ctx, subjects.CommandsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.AllowMsgSchedules = true
+	sc.Subjects = append(sc.Subjects, subjects.Schedule(">"))
+	if _, err := admin.js.UpdateStream(ctx, sc); err != nil {
+		t.Fatalf("admin: allow message schedules: %v", err)
+	}
+
+	schedule := func(u *natsUser, subject, verb, id, source string) {
+		t.Helper()
+		m, err := events.EncodeBinary(subjects, events.Command{Verb: verb, ID: id, Source: source, Actor: "alice",
+			Data: []byte(`{"command_id":"victim-1","command_source":"urn:proxbus:cli","vm":100}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Subject = subject
+		m.Header.Del(events.HeaderMsgID)
+		m.Header.Set("Nats-Schedule", "@at "+time.Now().UTC().Format(time.RFC3339))
+		m.Header.Set("Nats-Schedule-Target", subjects.Command(verb))
+		if _, err := u.js.PublishMsg(ctx, m); err != nil {
+			t.Fatalf("publish the schedule on %s: %v", subject, err)
+		}
+	}
+	producer := connect("producer")
+	schedule(producer, subjects.Command("vm.start"), "command.approve", "forged-1", "/deploy-test")
+	schedule(admin, subjects.Schedule("approvals"), "command.approve", "forged-2", events.ScheduleSource("approvals"))
+	schedule(admin, subjects.Schedule("fake"), "vm.start", "forged-3", "/deploy-test")
+	schedule(admin, subjects.Schedule("nightly"), "vm.start", "nightly.20260101T020000Z", events.ScheduleSource("nightly"))
+	producer.noErrors(t, "producer")
+
+	fired := func(verb string) uint64 {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(">"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if verb == ">" {
+			return info.State.Msgs
+		}
+		return info.State.Subjects[subjects.Command(verb)]
+	}
+	// Each @at schedule is purged once it fired (Nats-Schedule-Next: purge), so the stream then
+	// holds exactly the fired commands: two approvals, two vm.start ("fake" and "nightly").
+	fireDone := func() bool {
+		return fired("command.approve") == 2 && fired("vm.start") == 2 && fired(">") == 4
+	}
+	if !eventually(fireDone) {
+		t.Fatalf("the schedules never fired (%d approvals, %d vm.start, %d in all)", fired("command.approve"), fired("vm.start"), fired(">"))
+	}
+
+	var mu sync.Mutex
+	handled := map[string]int{}
+	h := consumer.HandlerFunc(func(_ context.Context, cmd events.Command, _ events.Delivery) events.Disposition {
+		mu.Lock()
+		handled[cmd.ID]++
+		mu.Unlock()
+		return events.Disposition{Action: events.Ack}
+	})
+	stopConsumer := runConsumer(ctx, t, svc, cfg, h)
+	if !eventually(func() bool {
+		info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjects.CommandsFilter()))
+		return err == nil && len(info.State.Subjects) == 0
+	}) {
+		t.Fatal("the fired commands were never taken off the commands stream")
+	}
+	stopConsumer()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range []string{"forged-1", "forged-2", "forged-3"} {
+		if handled[id] != 0 {
+			t.Errorf("%s was handled %d times, want it dead-lettered as poison", id, handled[id])
+		}
+	}
+	if handled["nightly.20260101T020000Z"] != 1 {
+		t.Errorf("the proxbus schedule's command was handled %d times, want 1 (handled: %v)", handled["nightly.20260101T020000Z"], handled)
+	}
+	dls, err := deadletter.List(ctx, admin.js, subjects, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := 0
+	for _, d := range dls {
+		if d.Reason == deadletter.ReasonInvalidCommand {
+			forged++
+		}
+	}
+	if forged < 3 {
+		t.Errorf("%d poison dead letters, want the 3 forged commands among them", forged)
+	}
+	svc.noErrors(t, "proxbus")
 }

@@ -187,7 +187,9 @@ func TestIngressWebhook(t *testing.T) {
 	e.start(httpOn, func(c *app.Config) {
 		c.Ingress = app.Ingress{WebhookSecret: ingressSecret, WebhookRulesFile: rulesFile}
 	})
-	body := []byte(`{"event":"updated","timestamp":"2026-10-01T10:00:00.123456+00:00","object_type":"virtualization.virtualmachine",` +
+	// A fresh timestamp: a webhook older than the identity window is refused (a replay).
+	ts := time.Now().UTC().Format("2006-01-02T15:04:05.000000-07:00")
+	body := []byte(`{"event":"updated","timestamp":"` + ts + `","object_type":"virtualization.virtualmachine",` +
 		`"data":{"id":42,"name":"db-01","status":{"value":"active","label":"Active"},"custom_fields":{"proxmox_vm_id":101,"proxmox_endpoint_id":1}},` +
 		`"request":{"id":"0f6b3c1e-2a4d-4e8f-9b1a-7c5d3e2f1a00","path":"/api/virtualization/virtual-machines/42/","method":"PATCH","user":"alice"},` +
 		`"snapshots":{"prechange":{"status":"planned"},"postchange":{"status":"active"}}}`)

@@ -86,6 +86,9 @@ func Decode(subject string, h nats.Header, body []byte, s Subjects) (Command, er
 	if reason != "" {
 		return poison(reason, nil)
 	}
+	if reason := hs.scheduleReason(s, c); reason != "" {
+		return poison(reason, nil)
+	}
 	if !structured {
 		c.Mode = ModeBinary
 		return c, nil
@@ -122,6 +125,42 @@ type headerScan struct {
 	// anyCE says whether there is a header whose name starts with "ce-" (any letter case),
 	// known attribute or not.
 	anyCE bool
+	// scheduler holds the Nats-Scheduler values (the subject of the message schedule that
+	// fired this message); schedule says whether a Nats-Schedule header other than
+	// Nats-Scheduler and Nats-Schedule-Next is present (the message is a schedule itself).
+	scheduler []string
+	schedule  bool
+}
+
+// NATS message-schedule headers (nats-server server/stream.go, server/scheduler.go: a fired
+// message carries Nats-Scheduler, the schedule's subject, and Nats-Schedule-Next; the
+// schedule's own Nats-Schedule* headers are stripped from it).
+const (
+	headerSchedulePrefix = "Nats-Schedule"
+	HeaderScheduler      = "Nats-Scheduler"
+	headerScheduleNext   = "Nats-Schedule-Next"
+)
+
+// scheduleReason is why c, with these headers, may not run as a scheduled command, or "".
+// nats-server stores whatever a schedule targets as long as the target is in the stream, so a
+// user allowed one command subject could otherwise schedule an approval (contract §11): a
+// fired command is accepted only from a schedule under <prefix>.schedule.> (which only proxbus
+// may write) whose name its source repeats, and never for a command.* verb.
+func (hs *headerScan) scheduleReason(s Subjects, c Command) string {
+	if hs.schedule {
+		return reasonScheduleMsg
+	}
+	if len(hs.scheduler) == 0 {
+		return ""
+	}
+	if strings.HasPrefix(c.Verb, "command.") {
+		return reasonScheduledVerb
+	}
+	name, ok := strings.CutPrefix(hs.scheduler[0], s.Schedule(""))
+	if len(hs.scheduler) != 1 || !ok || name == "" || c.Source != ScheduleSource(name) {
+		return reasonScheduler
+	}
+	return ""
 }
 
 // headerValues are the values of the headers naming one attribute: whether there is such a
@@ -148,6 +187,15 @@ func scanHeaders(h nats.Header) headerScan {
 				}
 				a.seen = true
 				a.n += len(vs)
+			}
+			continue
+		}
+		if len(k) >= len(headerSchedulePrefix) && strings.EqualFold(k[:len(headerSchedulePrefix)], headerSchedulePrefix) {
+			switch {
+			case strings.EqualFold(k, HeaderScheduler):
+				hs.scheduler = append(hs.scheduler, vs...)
+			case !strings.EqualFold(k, headerScheduleNext):
+				hs.schedule = true
 			}
 			continue
 		}

@@ -66,6 +66,17 @@ func TestDecodeValid(t *testing.T) {
 			want: Command{ID: "cmd-1", Source: "/netbox/webhook/7", Type: "proxbus.vm.start", Verb: "vm.start"},
 		},
 		{
+			name: "binary fired by proxbus's own schedule",
+			msg: func(*testing.T) (string, nats.Header, []byte) {
+				return binaryMsg(func(h nats.Header) {
+					h["Nats-Scheduler"] = []string{"proxbus.schedule.nightly"}
+					h["Nats-Schedule-Next"] = []string{"2026-11-30T02:00:00Z"}
+					h["ce-source"] = []string{"urn:proxbus:schedule:nightly"}
+				})
+			},
+			want: Command{ID: "cmd-1", Source: "urn:proxbus:schedule:nightly", Type: "proxbus.vm.start", Verb: "vm.start", Data: json.RawMessage(`{"vm":"web1"}`)},
+		},
+		{
 			name: "binary non-simple id",
 			msg: func(*testing.T) (string, nats.Header, []byte) {
 				return binaryMsg(func(h nats.Header) { h["ce-id"] = []string{"a%20b%2Fc"} })
@@ -167,6 +178,33 @@ func TestDecodePoison(t *testing.T) {
 			_, h, b := binaryMsg(nil)
 			return "other.cmd.vm.start", h, b
 		}, reasonSubject, id, src, ""},
+		{"fired by a schedule on a command subject", bin(set("Nats-Scheduler", "proxbus.cmd.vm.start")), reasonScheduler, id, src, verb},
+		{"fired by a schedule of another prefix", bin(set("Nats-Scheduler", "other.schedule.x")), reasonScheduler, id, src, verb},
+		{"fired by proxbus.schedule.x with another source", bin(set("Nats-Scheduler", "proxbus.schedule.x")), reasonScheduler, id, src, verb},
+		{"fired by proxbus.schedule. without a name", bin(func(h nats.Header) {
+			h["Nats-Scheduler"] = []string{"proxbus.schedule."}
+			h["ce-source"] = []string{"urn:proxbus:schedule:"}
+		}), reasonScheduler, id, "urn:proxbus:schedule:", verb},
+		{"fired by two schedulers", bin(func(h nats.Header) {
+			h["Nats-Scheduler"] = []string{"proxbus.schedule.x", "proxbus.schedule.x"}
+			h["ce-source"] = []string{"urn:proxbus:schedule:x"}
+		}), reasonScheduler, id, "urn:proxbus:schedule:x", verb},
+		{"fired by a lower-case scheduler header", bin(set("nats-scheduler", "proxbus.cmd.vm.start")), reasonScheduler, id, src, verb},
+		{"a schedule itself", bin(set("Nats-Schedule", "@every 1m")), reasonScheduleMsg, id, src, verb},
+		{"a schedule target", bin(set("Nats-Schedule-Target", "proxbus.cmd.command.approve")), reasonScheduleMsg, id, src, verb},
+		{"an approval fired by proxbus's own schedule", func(*testing.T) (string, nats.Header, []byte) {
+			_, h, _ := binaryMsg(func(h nats.Header) {
+				h["Nats-Scheduler"] = []string{"proxbus.schedule.x"}
+				h["ce-source"] = []string{"urn:proxbus:schedule:x"}
+				h["ce-type"] = []string{"proxbus.command.approve"}
+			})
+			return testSubjects.Command("command.approve"), h, []byte(`{"command_id":"a","command_source":"b"}`)
+		}, reasonScheduledVerb, id, "urn:proxbus:schedule:x", "command.approve"},
+		{"binary actor with an escape sequence", bin(set("ce-actor", "bob%1B%5B2J")), reasonActor, id, src, verb},
+		{"binary actor with a bidi override", bin(set("ce-actor", "bob%E2%80%AEtxt")), reasonActor, id, src, verb},
+		{"binary actor with a zero-width space", bin(set("ce-actor", "b%E2%80%8Bob")), reasonActor, id, src, verb},
+		{"structured actor with a newline", str(put("actor", "bob\nalice")), reasonActor, id, src, verb},
+		{"structured actor over 255 bytes", str(put("actor", strings.Repeat("a", 256))), reasonActor, id, src, verb},
 		{"binary missing specversion", bin(del("ce-specversion")), reasonSpecVersion, id, src, verb},
 		{"structured specversion 0.3", str(put("specversion", "0.3")), reasonSpecVersion, id, src, verb},
 		{"structured specversion number", str(put("specversion", 1.0)), reasonSpecVersion, id, src, verb},

@@ -145,6 +145,8 @@ func normalize(c Command) (Command, error) {
 		problem = reasonIdempotencyKey
 	case c.TraceParent != "" && !validTraceParent(c.TraceParent):
 		problem = "traceparent is not a W3C traceparent"
+	case !ValidActor(c.Actor):
+		problem = reasonActor
 	case !utf8Valid(c.Subject, c.Actor):
 		problem = "subject or actor is not valid UTF-8"
 	case c.Data != nil && !json.Valid(c.Data):

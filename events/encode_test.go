@@ -18,7 +18,7 @@ func roundTripCommands() map[string]Command {
 		"full": {
 			ID: "cmd-1", Source: "/netbox/webhook/7", Verb: "storage.pbs.create",
 			Time: time.Date(2026, 11, 29, 17, 0, 0, 5, time.UTC), Subject: `pbs "backup" é`,
-			EndpointID: 7, HasEndpointID: true, IdempotencyKey: `k 100% "x"`, Actor: "Zoë\tadmin",
+			EndpointID: 7, HasEndpointID: true, IdempotencyKey: `k 100% "x"`, Actor: "Zoë « admin »",
 			TraceParent: testTraceParent, Expires: time.Date(2026, 11, 29, 17, 15, 0, 0, time.UTC), DryRun: true,
 			Data: json.RawMessage(`{"storage":"pbs1","port":8007}`),
 		},
@@ -84,7 +84,7 @@ func TestEncodeBinaryPercentEncodes(t *testing.T) {
 		"ce-type":           "proxbus.storage.pbs.create",
 		"ce-subject":        "pbs%20%22backup%22%20%C3%A9",
 		"ce-idempotencykey": "k%20100%25%20%22x%22",
-		"ce-actor":          "Zo%C3%AB%09admin",
+		"ce-actor":          "Zo%C3%AB%20%C2%AB%20admin%20%C2%BB",
 		"ce-endpointid":     "7",
 		"ce-time":           "2026-11-29T17:00:00.000000005Z",
 		"ce-traceparent":    testTraceParent,

@@ -138,10 +138,16 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 	for _, a := range []struct {
 		attr int
 		dst  *string
-	}{{attrSubject, &c.Subject}, {attrActor, &c.Actor}, {attrTraceParent, &c.TraceParent}} {
+	}{{attrSubject, &c.Subject}, {attrTraceParent, &c.TraceParent}} {
 		if reason = e.optional(a.attr, "", func(v string) bool { *a.dst = v; return true }); reason != "" {
 			return c, reason
 		}
+	}
+	if reason = e.optional(attrActor, reasonActor, func(v string) bool {
+		c.Actor = v
+		return ValidActor(v)
+	}); reason != "" {
+		return c, reason
 	}
 	// Surrounding whitespace in subject carries nothing and the SDK drops it on output.
 	c.Subject = strings.TrimSpace(c.Subject)

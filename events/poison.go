@@ -37,6 +37,9 @@ func (e *PoisonError) Unwrap() []error {
 // Poison reasons. They are stable: tests and operators match on them.
 const (
 	reasonTooLarge        = "message exceeds 1 MiB"
+	reasonScheduleMsg     = "a message schedule on a command subject"
+	reasonScheduler       = "fired by a message schedule that is not proxbus's (Nats-Scheduler must be <prefix>.schedule.<name> and source urn:proxbus:schedule:<name>)"
+	reasonScheduledVerb   = "a message schedule may not fire a command.* verb"
 	reasonSubject         = "subject is not a command subject"
 	reasonNotObject       = "structured body is not a JSON object"
 	reasonMalformed       = "malformed CloudEvent"
@@ -50,6 +53,7 @@ const (
 	reasonDryRun          = "dryrun is not true or false"
 	reasonEndpointID      = "endpointid is not a positive integer"
 	reasonIdempotencyKey  = "idempotencykey is not 1-255 printable ASCII characters"
+	reasonActor           = "actor is longer than 255 bytes or holds control or formatting characters"
 	reasonContentType     = "content type is not application/json"
 	reasonDataContentType = "datacontenttype is not application/json"
 	reasonDataBase64      = "data_base64 is not accepted: data must be JSON"

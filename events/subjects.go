@@ -83,6 +83,14 @@ func (s Subjects) Journal(ref string) string { return s.prefix() + ".evt." + ref
 // Follow matches every event of one command, "proxbus.evt.<ref>.>".
 func (s Subjects) Follow(ref string) string { return s.prefix() + ".evt." + ref + ".>" }
 
+// Schedule is the subject of the message schedule named name, "proxbus.schedule.<name>"
+// (contract §11); only proxbus writes there.
+func (s Subjects) Schedule(name string) string { return s.prefix() + ".schedule." + name }
+
+// ScheduleSource is the CloudEvents source of the commands the schedule named name fires,
+// "urn:proxbus:schedule:<name>" (contract §11).
+func ScheduleSource(name string) string { return "urn:proxbus:schedule:" + name }
+
 // DLQFilter is the dead-letter stream's subject filter, "proxbus.dlq.>".
 func (s Subjects) DLQFilter() string { return s.prefix() + ".dlq.>" }
 

@@ -45,6 +45,26 @@ func validIdempotencyKey(k string) bool {
 	return true
 }
 
+// MaxActorBytes is the longest actor a command may name.
+const MaxActorBytes = 255
+
+// ValidActor reports whether a is an acceptable actor: at most [MaxActorBytes] bytes of valid
+// UTF-8 without control characters (C0, DEL, C1) or bidirectional and other invisible
+// formatting characters (Unicode category Cf: U+202E, U+2066, U+200B...). The actor is shown
+// to approvers, in the console and in NetBox journal entries, and compared by the two-person
+// rule, so it must read as what it is.
+func ValidActor(a string) bool {
+	if len(a) > MaxActorBytes || !utf8.ValidString(a) {
+		return false
+	}
+	for _, r := range a {
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return false
+		}
+	}
+	return true
+}
+
 // parseEndpointID accepts a positive decimal integer without sign or leading zeros that fits
 // in an int64.
 func parseEndpointID(s string) (int64, bool) {

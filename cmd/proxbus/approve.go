@@ -34,7 +34,7 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 	name := map[string]string{"command.approve": "approve", "command.reject": "reject"}[verb]
 	fs := newFlagSet(name, stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxApprover)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	source := fs.str("source", defaultSource, "the source of the command decided on")
 	reason := fs.str("reason", "", "why (optional; journaled with the decision, and in a rejected command's result)")

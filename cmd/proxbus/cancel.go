@@ -26,7 +26,7 @@ var errNotCancelled = errors.New("not cancelled")
 func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("cancel", stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxAdmin)
 	subjectPrefix := addSubjectPrefixFlag(fs, "subject prefix")
 	redisURL := fs.str("redis-url", app.DefaultRedisURL, "Redis URL of the store the replicas use")
 	keyPrefix := addRedisKeyPrefixFlag(fs)

@@ -12,6 +12,7 @@ type consoleFlags struct {
 	fs                      *flagSet
 	tokenFile, operatorFile *string
 	history                 *int
+	secureCookie            *bool
 }
 
 // maxConsoleHistory bounds --ui-history: the console holds that many commands in memory.
@@ -23,6 +24,7 @@ func addConsoleFlags(fs *flagSet) *consoleFlags {
 		tokenFile:    fs.str("ui-token-file", "", "file holding the web console's read token (/ui: every page, no changes)"),
 		operatorFile: fs.str("ui-operator-token-file", "", "file holding the web console's operator token (also replays and purges dead letters)"),
 		history:      fs.intIn("ui-history", console.DefaultHistory, 100, maxConsoleHistory, "commands the web console keeps, the newest"),
+		secureCookie: fs.boolean("ui-secure-cookie", false, "mark the web console's session cookie Secure on plain HTTP too: set it when a reverse proxy terminates TLS"),
 	}
 }
 
@@ -50,5 +52,6 @@ func (f *consoleFlags) config(anonymousLoopback bool) (app.Console, error) {
 		return app.Console{}, err
 	}
 	a.AnonymousLoopback = anonymousLoopback && a.ReadToken == "" && a.OperatorToken == ""
+	a.SecureCookie = *f.secureCookie
 	return app.Console{Access: a, History: *f.history}, nil
 }

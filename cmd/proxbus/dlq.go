@@ -46,7 +46,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sub := args[0]
 	fs := newFlagSet("dlq "+sub, stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxAdmin)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	limit := fs.Int("limit", 100, "list at most this many")
 	before := fs.String("before", "", "purge: only letters stored before this time (RFC 3339, or a duration back from now like 24h)")
@@ -105,7 +105,8 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEQ\tTIME\tREASON\tORIGINAL SUBJECT\tREPLAYED")
 		for _, d := range dls {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Seq, d.Time.UTC().Format(time.RFC3339), d.Reason, d.OriginalSubject, replayedCell(d.Replays))
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", d.Seq, d.Time.UTC().Format(time.RFC3339), terminalText(d.Reason, true),
+				terminalText(d.OriginalSubject, true), terminalText(replayedCell(d.Replays), true))
 		}
 		return tw.Flush()
 	case "show":
@@ -121,16 +122,20 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			doc := deadLetterDoc{dlqSummary: deadLetterSummary(d), Header: map[string][]string(d.Header), Data: rawOrString(d.Data)}
 			return writeJSONLine(stdout, doc)
 		}
-		fmt.Fprintf(stdout, "seq: %d\nsubject: %s\nreason: %s\noriginal subject: %s\ntime: %s\n", d.Seq, d.Subject, d.Reason, d.OriginalSubject, d.Time.UTC().Format(time.RFC3339))
+		// Everything a message put here is escaped (terminalText): a dead letter may carry
+		// terminal escape sequences meant for the operator's screen.
+		fmt.Fprintf(stdout, "seq: %d\nsubject: %s\nreason: %s\noriginal subject: %s\ntime: %s\n", d.Seq, terminalText(d.Subject, true),
+			terminalText(d.Reason, true), terminalText(d.OriginalSubject, true), d.Time.UTC().Format(time.RFC3339))
 		for _, r := range d.Replays {
-			fmt.Fprintf(stdout, "replayed: %s as command %s (commands stream seq %d)\n", r.Time.UTC().Format(time.RFC3339), cmp.Or(r.CommandID, "(no id)"), r.CommandSeq)
+			fmt.Fprintf(stdout, "replayed: %s as command %s (commands stream seq %d)\n", r.Time.UTC().Format(time.RFC3339),
+				terminalText(cmp.Or(r.CommandID, "(no id)"), true), r.CommandSeq)
 		}
 		for _, k := range slices.Sorted(maps.Keys(d.Header)) {
 			for _, v := range d.Header[k] {
-				fmt.Fprintf(stdout, "header %s: %s\n", k, v)
+				fmt.Fprintf(stdout, "header %s: %s\n", terminalText(k, true), terminalText(v, true))
 			}
 		}
-		fmt.Fprintf(stdout, "\n%s\n", d.Data)
+		fmt.Fprintf(stdout, "\n%s\n", terminalText(string(d.Data), false))
 		return nil
 	case "replay":
 		seq, err := seqArg()

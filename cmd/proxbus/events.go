@@ -26,7 +26,7 @@ import (
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("events", stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxCLI)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	id := fs.String("id", "", "follow one command (its CloudEvents id)")
 	source := fs.String("source", "urn:proxbus:cli", "the command's source (needed only for ids that are not plain tokens)")

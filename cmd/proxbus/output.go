@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"runtime"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/term"
 )
@@ -40,8 +44,65 @@ func writeJSONLine(w io.Writer, v any) error {
 	if err != nil {
 		return fmt.Errorf("encode output: %w", err)
 	}
-	_, err = fmt.Fprintf(w, "%s\n", b)
+	_, err = fmt.Fprintf(w, "%s\n", jsonTerminalSafe(b))
 	return err
+}
+
+// terminalUnsafe reports whether r may not reach a terminal as it is: a C0 control (tab and
+// newline aside), DEL, a C1 control (0x9b is an 8-bit CSI) or a bidirectional formatting
+// character (which can make text read differently from what it is).
+func terminalUnsafe(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+		return true
+	case r == 0x200e || r == 0x200f || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069):
+		return true
+	}
+	return false
+}
+
+// terminalText returns s fit to print on an operator's terminal: every character that
+// [terminalUnsafe] refuses, and with singleLine also newline and tab, is shown as a Go
+// escape (\x1b, \u202e), and each byte of invalid UTF-8 as \xNN, so a message can neither
+// move the cursor, recolour the screen nor disguise itself.
+func terminalText(s string, singleLine bool) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		r, n := utf8.DecodeRuneInString(s)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[0])
+		case terminalUnsafe(r) || singleLine && (r == '\n' || r == '\t'):
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+		default:
+			b.WriteString(s[:n])
+		}
+		s = s[n:]
+	}
+	return b.String()
+}
+
+// jsonTerminalSafe escapes the C1 and bidirectional formatting characters that
+// encoding/json writes as they are ([terminalUnsafe]; it escapes the C0 ones itself). They
+// can only sit inside JSON strings, where \uXXXX is their JSON spelling.
+func jsonTerminalSafe(b []byte) []byte {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r >= 0x80 && terminalUnsafe(r) }) {
+		return b
+	}
+	var out bytes.Buffer
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r >= 0x80 && terminalUnsafe(r) {
+			fmt.Fprintf(&out, `\u%04x`, r)
+		} else {
+			out.Write(b[:n])
+		}
+		b = b[n:]
+	}
+	return out.Bytes()
 }
 
 // rawOrString keeps b as JSON when it is valid JSON, else as a JSON string.

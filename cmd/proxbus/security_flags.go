@@ -7,6 +7,7 @@ import "github.com/proxbus/proxbus/internal/app"
 type securityFlags struct {
 	natsCreds, natsNKey, natsTLSCA, natsTLSCert, natsTLSKey *string
 	natsTLSFirst                                            *bool
+	natsInboxPrefix                                         *string
 	redisTLSCA                                              *string
 	redisTLSInsecure                                        *bool
 	redisSentinelUsername                                   *string
@@ -15,9 +16,10 @@ type securityFlags struct {
 	netboxTLSInsecure                                       *bool
 }
 
-// addSecurityFlags adds the NATS, Redis and NetBox security flags (for `serve`).
+// addSecurityFlags adds the NATS, Redis and NetBox security flags (for `serve`, whose
+// replies arrive under the service's inbox prefix).
 func addSecurityFlags(fs *flagSet) *securityFlags {
-	f := addNATSSecurityFlags(fs)
+	f := addNATSSecurityFlags(fs, app.InboxService)
 	f.redisTLSCA = fs.str("redis-tls-ca", "", "PEM file of the CAs trusted for Redis (needs a rediss:// URL)")
 	f.redisTLSInsecure = fs.boolean("redis-tls-insecure", false, "do not verify the Redis server's certificate (rediss:// only; unsafe)")
 	f.redisSentinelUsername = fs.str("redis-sentinel-username", "", "ACL user of the Redis Sentinels (redis+sentinel:// only; the URL's user is the data nodes')")
@@ -28,9 +30,12 @@ func addSecurityFlags(fs *flagSet) *securityFlags {
 }
 
 // addNATSSecurityFlags adds only the NATS security flags (for the client commands: send,
-// events, dlq, streams).
-func addNATSSecurityFlags(fs *flagSet) *securityFlags {
+// events, dlq, streams), with inbox the default inbox prefix: that of the role of
+// deploy/nats/accounts.conf the command is meant for.
+func addNATSSecurityFlags(fs *flagSet, inbox string) *securityFlags {
 	return &securityFlags{
+		natsInboxPrefix: fs.str("nats-inbox-prefix", inbox,
+			"subject prefix of this connection's reply inboxes; the NATS user must be allowed to subscribe to <prefix>.> (deploy/nats/accounts.conf gives each role its own)"),
 		natsCreds:    fs.str("nats-creds", "", "NATS credentials file (user JWT and NKey seed)"),
 		natsNKey:     fs.str("nats-nkey", "", "file holding a NATS user NKey seed (SU…)"),
 		natsTLSCA:    fs.str("nats-tls-ca", "", "PEM file of the CAs trusted for NATS (requires TLS)"),
@@ -46,7 +51,8 @@ func (f *securityFlags) security() app.Security {
 	return app.Security{
 		NATSCreds: valueOrZero(f.natsCreds), NATSNKey: valueOrZero(f.natsNKey), NATSTLSCA: valueOrZero(f.natsTLSCA),
 		NATSTLSCert: valueOrZero(f.natsTLSCert), NATSTLSKey: valueOrZero(f.natsTLSKey), NATSTLSFirst: valueOrZero(f.natsTLSFirst),
-		RedisTLSCA: valueOrZero(f.redisTLSCA), RedisTLSInsecure: valueOrZero(f.redisTLSInsecure),
+		NATSInboxPrefix: valueOrZero(f.natsInboxPrefix),
+		RedisTLSCA:      valueOrZero(f.redisTLSCA), RedisTLSInsecure: valueOrZero(f.redisTLSInsecure),
 		RedisSentinelUsername: valueOrZero(f.redisSentinelUsername),
 		NetBoxTLSCA:           valueOrZero(f.netboxTLSCA), NetBoxTLSInsecure: valueOrZero(f.netboxTLSInsecure),
 	}

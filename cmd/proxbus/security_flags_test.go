@@ -23,16 +23,17 @@ func TestSecurityFlags(t *testing.T) {
 			args: []string{"--nats-tls-ca", "ca.pem", "--nats-tls-cert", "c.pem", "--nats-tls-key", "k.pem", "--nats-tls-first",
 				"--netbox-tls-ca", "nb.pem", "--netbox-tls-insecure=false"},
 			want: app.Security{NATSCreds: "/env/user.creds", NATSTLSCA: "ca.pem", NATSTLSCert: "c.pem", NATSTLSKey: "k.pem",
-				NATSTLSFirst: true, RedisTLSInsecure: true, NetBoxTLSCA: "nb.pem"},
+				NATSTLSFirst: true, RedisTLSInsecure: true, NetBoxTLSCA: "nb.pem", NATSInboxPrefix: app.InboxService},
 		},
 		{
 			name: "flag over env", add: addSecurityFlags,
-			args: []string{"--nats-creds", "", "--nats-nkey", "user.nk", "--redis-tls-ca", "r.pem", "--redis-tls-insecure=false"},
-			want: app.Security{NATSNKey: "user.nk", RedisTLSCA: "r.pem"},
+			args: []string{"--nats-creds", "", "--nats-nkey", "user.nk", "--redis-tls-ca", "r.pem", "--redis-tls-insecure=false",
+				"--nats-inbox-prefix", "_INBOX_tenant1"},
+			want: app.Security{NATSNKey: "user.nk", RedisTLSCA: "r.pem", NATSInboxPrefix: "_INBOX_tenant1"},
 		},
 		{
-			name: "nats only", add: addNATSSecurityFlags,
-			want: app.Security{NATSCreds: "/env/user.creds"},
+			name: "nats only", add: func(fs *flagSet) *securityFlags { return addNATSSecurityFlags(fs, app.InboxApprover) },
+			want: app.Security{NATSCreds: "/env/user.creds", NATSInboxPrefix: app.InboxApprover},
 		},
 	}
 	for _, tt := range tests {

@@ -39,7 +39,7 @@ const exitInterrupted = 130
 func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlagSet("send", stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxCLI)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
 	data := fs.String("data", "{}", "command data: JSON, @file, or @- to read it from stdin")

@@ -24,7 +24,7 @@ type serveFlags struct {
 	fs                                                            *flagSet
 	natsURL, redisURL, netboxURL, endpointsFile, prefix, instance *string
 	logFormat, logLevel, redisKeyPrefix, httpAddr                 *string
-	webhookRules                                                  *string
+	webhookRules, webhookVerbs                                    *string
 	netboxToken, webhookSecret, proxboxAPIKey                     *secretFlag
 	httpTLSCert, httpTLSKey                                       *string
 	resultTimeout                                                 *time.Duration
@@ -81,6 +81,7 @@ func addServeFlags(fs *flagSet) *serveFlags {
 		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
 		webhookSecret:  fs.secret("webhook-secret", "the NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
 		webhookRules:   fs.str("webhook-rules", "", "YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)"),
+		webhookVerbs:   fs.str("webhook-verbs", "", "comma-separated verbs the webhook may publish, exact or prefix.* (vm.*); empty: all but command.*"),
 		proxboxAPIKey:  fs.secret("proxbox-api-key", "the X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
 		resultTimeout:  fs.durationIn("http-result-timeout", ingress.DefaultResultTimeout, minResultTimeout, maxResultTimeout, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
 		concurrency:    fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands processed at once by this replica"),
@@ -169,11 +170,22 @@ func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
 		Pipeline:    handlers.Settings{MaxAttempts: *f.maxAttempts, CommandMaxAge: *f.commandMaxAge},
 		NoProvision: *f.noProvision, LogHandler: h, Security: sec, HTTPAddr: *f.httpAddr,
 		Ingress: app.Ingress{
-			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules,
+			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules, WebhookVerbs: verbList(*f.webhookVerbs),
 			ProxboxAPIKey: proxboxAPIKey, ResultTimeout: *f.resultTimeout,
 		},
 		Console: ui,
 	}, nil
+}
+
+// verbList splits a comma-separated list of verbs, dropping blanks.
+func verbList(s string) []string {
+	var out []string
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {

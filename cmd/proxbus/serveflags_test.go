@@ -27,7 +27,7 @@ func TestServeFlagsReachTheConfig(t *testing.T) {
 	fs.getenv = func(k string) string { return env[k] }
 	sf := addServeFlags(fs)
 	if err := fs.Parse([]string{
-		"--stream-replicas", "3", "--http-addr", ":9090", "--webhook-rules", "/etc/proxbus/rules.yaml",
+		"--stream-replicas", "3", "--http-addr", ":9090", "--webhook-rules", "/etc/proxbus/rules.yaml", "--webhook-verbs", "vm.start, vm.stop,,",
 		"--proxbox-api-key", "front-key", "--http-result-timeout", "15s",
 	}); err != nil {
 		t.Fatal(err)
@@ -45,6 +45,7 @@ func TestServeFlagsReachTheConfig(t *testing.T) {
 		{"HTTPAddr", cfg.HTTPAddr, ":9090"},
 		{"Ingress.WebhookSecret (env)", cfg.Ingress.WebhookSecret, "hook-secret"},
 		{"Ingress.WebhookRulesFile", cfg.Ingress.WebhookRulesFile, "/etc/proxbus/rules.yaml"},
+		{"Ingress.WebhookVerbs", strings.Join(cfg.Ingress.WebhookVerbs, "|"), "vm.start|vm.stop"},
 		{"Ingress.ProxboxAPIKey", cfg.Ingress.ProxboxAPIKey, "front-key"},
 		{"Ingress.ResultTimeout", cfg.Ingress.ResultTimeout, 15 * time.Second},
 	}

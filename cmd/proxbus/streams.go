@@ -22,7 +22,7 @@ func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fs := newFlagSet("streams apply", stderr)
 	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
+	natsSec := addNATSSecurityFlags(fs, app.InboxService)
 	prefix := addSubjectPrefixFlag(fs, "subject prefix")
 	concurrency := fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands one replica processes at once (the default of --max-ack-pending)")
 	maxAckPending := addMaxAckPendingFlag(fs)

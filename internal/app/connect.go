@@ -54,7 +54,24 @@ type Security struct {
 	NetBoxTLSCA string
 	// NetBoxTLSInsecure disables verification of NetBox's certificate; excludes NetBoxTLSCA.
 	NetBoxTLSInsecure bool
+	// NATSInboxPrefix is the subject prefix of the connection's reply inboxes (request
+	// replies, publish acks, pulled messages); empty means nats.go's "_INBOX". Each role of
+	// deploy/nats/accounts.conf may subscribe only under its own prefix (see the Inbox…
+	// constants), so that no user reads another's replies.
+	NATSInboxPrefix string
 }
+
+// Inbox prefixes of the roles of deploy/nats/accounts.conf: each user may subscribe only to
+// "<prefix>.>", so the commands the service pulls (delivered to its inbox, secrets and all)
+// and the answers a client receives are read by no other user.
+const (
+	InboxService    = "_INBOX_proxbus"    // proxbus serve, proxbus streams
+	InboxProducer   = "_INBOX_producer"   // services that only publish commands
+	InboxSubscriber = "_INBOX_subscriber" // readers of events
+	InboxCLI        = "_INBOX_cli"        // proxbus send, proxbus events
+	InboxApprover   = "_INBOX_approver"   // proxbus approve, proxbus reject
+	InboxAdmin      = "_INBOX_admin"      // proxbus dlq, proxbus cancel
+)
 
 // Reconnection of the NATS connection built by [NATSOptions]: forever, nats.go's own
 // schedule — every server of the list at once, then NATSReconnectWait plus up to
@@ -184,7 +201,24 @@ func natsSecurityOptions(s Security, log *slog.Logger) ([]nats.Option, error) {
 	if s.NATSTLSFirst {
 		opts = append(opts, nats.TLSHandshakeFirst())
 	}
+	if s.NATSInboxPrefix != "" {
+		if !validInboxPrefix(s.NATSInboxPrefix) {
+			return nil, fmt.Errorf("%w: the NATS inbox prefix %q must be subject tokens without wildcards or spaces, e.g. %s", config.ErrInvalid, s.NATSInboxPrefix, InboxCLI)
+		}
+		opts = append(opts, nats.CustomInboxPrefix(s.NATSInboxPrefix))
+	}
 	return opts, nil
+}
+
+// validInboxPrefix reports whether p is one or more non-empty subject tokens without
+// wildcards, spaces or control characters (nats.go refuses the rest at connect).
+func validInboxPrefix(p string) bool {
+	for _, tok := range strings.Split(p, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*>") || strings.ContainsFunc(tok, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return false
+		}
+	}
+	return true
 }
 
 // checkNATSOptions applies opts to scratch options, which loads TLS files, and, with creds,

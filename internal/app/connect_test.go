@@ -424,6 +424,10 @@ func TestNATSOptionsConfigErrors(t *testing.T) {
 		{name: "missing creds", sec: app.Security{NATSCreds: missing}, notExist: true},
 		{name: "creds without jwt", sec: app.Security{NATSCreds: bareSeed}},
 		{name: "creds garbage", sec: app.Security{NATSCreds: garbage}},
+		{name: "inbox prefix wildcard", sec: app.Security{NATSInboxPrefix: "_INBOX.>"}},
+		{name: "inbox prefix star", sec: app.Security{NATSInboxPrefix: "_INBOX_*"}},
+		{name: "inbox prefix trailing dot", sec: app.Security{NATSInboxPrefix: "_INBOX_cli."}},
+		{name: "inbox prefix space", sec: app.Security{NATSInboxPrefix: "_INBOX cli"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -813,11 +817,14 @@ func TestConnectClient(t *testing.T) {
 	withTLS(p, false, false)(opts)
 	srv := startNATS(t, opts)
 	url := "nats://" + srv.Addr().String()
-	nc, js, err := app.ConnectClient(url, app.Security{NATSNKey: nkFile, NATSTLSCA: p.caFile})
+	nc, js, err := app.ConnectClient(url, app.Security{NATSNKey: nkFile, NATSTLSCA: p.caFile, NATSInboxPrefix: app.InboxCLI})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
+	if inbox := nc.NewInbox(); !strings.HasPrefix(inbox, app.InboxCLI+".") {
+		t.Errorf("inbox %q, want one under %s (the cli role's prefix)", inbox, app.InboxCLI)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	info, err := js.AccountInfo(ctx)

@@ -18,6 +18,9 @@ type Ingress struct {
 	// WebhookRulesFile maps plain NetBox webhook bodies to commands; empty: only structured
 	// CloudEvent bodies make commands.
 	WebhookRulesFile string
+	// WebhookVerbs are the verbs the webhook may publish (ingress.Config.WebhookVerbs):
+	// exact verbs or "prefix.*"; empty: every verb but command.*, which no front publishes.
+	WebhookVerbs []string
 	// ProxboxAPIKey enables the proxbox-api compatible POST /proxmox/storage/pbs, which
 	// requires it in X-Proxbox-API-Key.
 	ProxboxAPIKey string
@@ -25,6 +28,11 @@ type Ingress struct {
 	// ingress.DefaultResultTimeout).
 	ResultTimeout time.Duration
 }
+
+// MinIngressSecretLength is the fewest characters the webhook secret and the proxbox-api key
+// may have: a short one is guessed, and the log redactor does not cut values under four
+// characters out of free text.
+const MinIngressSecretLength = 16
 
 // enabled reports whether any front is configured.
 func (i Ingress) enabled() bool { return i.WebhookSecret != "" || i.ProxboxAPIKey != "" }
@@ -43,22 +51,38 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 	if !httpOn {
 		return nil, fmt.Errorf("%w: the webhook ingress and the proxbox-api front need the HTTP server (PROXBUS_HTTP_ADDR)", config.ErrInvalid)
 	}
-	if i.WebhookRulesFile == "" {
-		return nil, nil
+	for _, c := range []struct{ what, value, also string }{
+		{"the webhook secret (PROXBUS_WEBHOOK_SECRET)", i.WebhookSecret, ", and set the same in NetBox's webhook"},
+		{"the proxbox-api key (PROXBUS_PROXBOX_API_KEY)", i.ProxboxAPIKey, ", and the same in proxbox's settings"},
+	} {
+		if c.value != "" && len(c.value) < MinIngressSecretLength {
+			return nil, fmt.Errorf("%w: %s has %d characters; give one of at least %d (e.g. `openssl rand -hex 24`)%s",
+				config.ErrInvalid, c.what, len(c.value), MinIngressSecretLength, c.also)
+		}
 	}
-	rules, err := ingress.LoadRules(i.WebhookRulesFile) // its errors wrap config.ErrInvalid
-	if err != nil {
-		return nil, fmt.Errorf("webhook rules %s (PROXBUS_WEBHOOK_RULES): %w", i.WebhookRulesFile, err)
+	if len(i.WebhookVerbs) > 0 && i.WebhookSecret == "" {
+		return nil, fmt.Errorf("%w: webhook verbs (PROXBUS_WEBHOOK_VERBS) need the webhook secret (PROXBUS_WEBHOOK_SECRET)", config.ErrInvalid)
+	}
+	var rules *ingress.Rules
+	if i.WebhookRulesFile != "" {
+		var err error
+		if rules, err = ingress.LoadRules(i.WebhookRulesFile); err != nil { // its errors wrap config.ErrInvalid
+			return nil, fmt.Errorf("webhook rules %s (PROXBUS_WEBHOOK_RULES): %w", i.WebhookRulesFile, err)
+		}
+	}
+	if err := ingress.CheckVerbs(i.WebhookVerbs, rules); err != nil {
+		return nil, fmt.Errorf("webhook rules %s and verbs (PROXBUS_WEBHOOK_RULES, PROXBUS_WEBHOOK_VERBS): %w", i.WebhookRulesFile, err)
 	}
 	return rules, nil
 }
 
-// mount adds the configured fronts to mux.
-func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps) error {
+// mount adds the configured fronts to mux. identityTTL is the store's command identity window
+// (store.Options.DedupeTTL; 0: its default): no webhook older than that is accepted.
+func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration) error {
 	srv, err := ingress.New(ingress.Config{
 		JetStream: deps.JetStream, Conn: deps.NATS, Subjects: deps.Subjects,
-		WebhookSecret: i.WebhookSecret, Rules: rules, FrontAPIKey: i.ProxboxAPIKey,
-		ResultTimeout: i.ResultTimeout, Logger: deps.Logger.With("component", "ingress"),
+		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
+		ResultTimeout: i.ResultTimeout, MaxAge: identityTTL, Logger: deps.Logger.With("component", "ingress"),
 	})
 	if err != nil {
 		return err

@@ -405,7 +405,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, trackedChecks(tracker, cfg.Endpoints)...)...))
 	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
 	if cfg.Ingress.enabled() {
-		if err := cfg.Ingress.mount(mux, rules, deps); err != nil {
+		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL); err != nil {
 			return err
 		}
 	}

@@ -44,8 +44,14 @@ type Access struct {
 	// purge dead letters. Either may be empty (no one logs in with it).
 	ReadToken, OperatorToken string
 	// AnonymousLoopback lets requests from loopback addresses in as operators without a
-	// token. Only `proxbus dev` sets it.
+	// token, when they name a loopback host (localhost, *.localhost, 127.0.0.1, [::1]) in
+	// Host: a page of another site whose name an attacker points at 127.0.0.1 (DNS
+	// rebinding) sends its own name and is refused. Only `proxbus dev` sets it.
 	AnonymousLoopback bool
+	// SecureCookie marks the session cookie Secure even on a plain-HTTP request: set it when a
+	// reverse proxy terminates TLS in front of proxbus (the cookie is Secure anyway when
+	// proxbus serves TLS itself).
+	SecureCookie bool
 }
 
 // MinTokenLength is the fewest characters a console token may have.
@@ -87,6 +93,7 @@ const sessionTTL = 12 * time.Hour
 type guard struct {
 	read, operator []byte
 	anonymous      bool
+	secureCookie   bool
 	// key signs the CSRF token of anonymous sessions; it is new in every process.
 	key []byte
 	now func() time.Time
@@ -100,7 +107,7 @@ func newGuard(a Access, now func() time.Time) (*guard, error) {
 	if _, err := rand.Read(key); err != nil {
 		return nil, fmt.Errorf("console: random key: %w", err)
 	}
-	return &guard{read: []byte(a.ReadToken), operator: []byte(a.OperatorToken), anonymous: a.AnonymousLoopback, key: key, now: now}, nil
+	return &guard{read: []byte(a.ReadToken), operator: []byte(a.OperatorToken), anonymous: a.AnonymousLoopback, secureCookie: a.SecureCookie, key: key, now: now}, nil
 }
 
 // enabled reports whether anyone at all can get in.
@@ -162,10 +169,29 @@ func (g *guard) identify(r *http.Request) session {
 			return session{role: ro, via: "bearer"}
 		}
 	}
-	if g.anonymous && loopback(r.RemoteAddr) {
+	if g.anonymous && loopback(r.RemoteAddr) && loopbackHost(r.Host) {
 		return session{role: roleOperator, via: "loopback"}
 	}
 	return session{}
+}
+
+// cookieSecure reports whether r's session cookie is to be marked Secure: proxbus serves
+// TLS, or the operator said a proxy does ([Access.SecureCookie]).
+func (g *guard) cookieSecure(r *http.Request) bool { return g.secureCookie || r.TLS != nil }
+
+// loopbackHost reports whether a Host header names this machine by a loopback name or
+// address, with or without a port.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // loopback reports whether addr (host:port) is a loopback address.

@@ -100,6 +100,7 @@ func TestIdentify(t *testing.T) {
 		}
 		return r
 	}
+	host := func(h string) func(*http.Request) { return func(r *http.Request) { r.Host = h } }
 	bearer := func(tok string) func(*http.Request) {
 		return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+tok) }
 	}
@@ -115,9 +116,15 @@ func TestIdentify(t *testing.T) {
 		{"bearer operator", g, req("192.0.2.1:5000", bearer(testOperatorToken)), roleOperator},
 		{"bearer wrong", g, req("192.0.2.1:5000", bearer("wrong-token-0123456789")), roleNone},
 		{"cookie", g, req("192.0.2.1:5000", func(r *http.Request) { r.AddCookie(g.issueCookie(roleReader, false)) }), roleReader},
-		{"anonymous from IPv4 loopback", anon, req("127.0.0.1:5000", nil), roleOperator},
-		{"anonymous from IPv6 loopback", anon, req("[::1]:5000", nil), roleOperator},
-		{"anonymous from elsewhere", anon, req("10.1.2.3:5000", nil), roleNone},
+		{"anonymous from IPv4 loopback", anon, req("127.0.0.1:5000", host("localhost:8080")), roleOperator},
+		{"anonymous from IPv6 loopback", anon, req("[::1]:5000", host("[::1]:8080")), roleOperator},
+		{"anonymous to 127.0.0.1", anon, req("127.0.0.1:5000", host("127.0.0.1:8080")), roleOperator},
+		{"anonymous to a .localhost name", anon, req("127.0.0.1:5000", host("proxbus.localhost")), roleOperator},
+		{"anonymous from elsewhere", anon, req("10.1.2.3:5000", host("localhost:8080")), roleNone},
+		// DNS rebinding: a foreign page whose name now resolves to 127.0.0.1 sends its own name.
+		{"anonymous from loopback to a foreign name", anon, req("127.0.0.1:5000", host("evil.example:8080")), roleNone},
+		{"anonymous from loopback to a name ending in localhost", anon, req("127.0.0.1:5000", host("evillocalhost:8080")), roleNone},
+		{"anonymous from loopback without Host", anon, req("127.0.0.1:5000", host("")), roleNone},
 	}
 	for _, tt := range tests {
 		if got := tt.g.identify(tt.r).role; got != tt.want {

@@ -213,6 +213,34 @@ func TestWithoutCredentialsNothingButTheLoginForm(t *testing.T) {
 
 // TestLogin: a wrong token is answered 401 with the form again; the read token sets an
 // HttpOnly, SameSite=Strict session cookie that opens every page but the operator's ones.
+// loginCookie posts the login form with token over the fixture's plain HTTP and returns the
+// answer's status and Set-Cookie header.
+func (f *fixture) loginCookie(token string) (int, string) {
+	f.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, f.base+"/ui/login", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Set-Cookie")
+}
+
+// TestLoginSecureCookieBehindProxy: behind a reverse proxy that terminates TLS, proxbus sees
+// plain HTTP; with SecureCookie (--ui-secure-cookie) the session cookie is Secure all the same,
+// so a browser never sends it over plain HTTP.
+func TestLoginSecureCookieBehindProxy(t *testing.T) {
+	t.Parallel()
+	a := tokens
+	a.SecureCookie = true
+	f := newFixture(t, Config{Access: a})
+	status, set := f.loginCookie(testReadToken)
+	if status != http.StatusSeeOther || !strings.Contains(set, "; Secure") {
+		t.Errorf("login with SecureCookie: status %d, Set-Cookie %q, want Secure", status, set)
+	}
+}
+
 func TestLogin(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Config{Access: tokens})
@@ -223,16 +251,12 @@ func TestLogin(t *testing.T) {
 	if status != http.StatusUnauthorized || !strings.Contains(body, `id="login-error"`) || strings.Contains(body, "cmd-1") {
 		t.Fatalf("wrong token: status %d, error shown %v", status, strings.Contains(body, "login-error"))
 	}
-	req, _ := http.NewRequest(http.MethodPost, f.base+"/ui/login", strings.NewReader(url.Values{"token": {testReadToken}}.Encode()))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
-	if err != nil {
-		t.Fatal(err)
+	status, set := f.loginCookie(testReadToken)
+	if status != http.StatusSeeOther || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") || strings.Contains(set, testReadToken) {
+		t.Fatalf("read-token login: status %d, Set-Cookie %q", status, set)
 	}
-	resp.Body.Close()
-	set := resp.Header.Get("Set-Cookie")
-	if resp.StatusCode != http.StatusSeeOther || !strings.Contains(set, "HttpOnly") || !strings.Contains(set, "SameSite=Strict") || strings.Contains(set, testReadToken) {
-		t.Fatalf("read-token login: status %d, Set-Cookie %q", resp.StatusCode, set)
+	if strings.Contains(set, "Secure") {
+		t.Errorf("plain-HTTP login without SecureCookie: Set-Cookie %q is Secure (the browser would not send it back)", set)
 	}
 	if c.login(testReadToken) != http.StatusOK {
 		t.Fatal("login with the read token did not land on a page")

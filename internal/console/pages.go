@@ -108,7 +108,7 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 			loginData{Message: "That token is not valid here. Give the console's read token or its operator token.", Next: next, Enabled: c.guard.enabled()}))
 		return
 	}
-	http.SetCookie(w, c.guard.issueCookie(ro, r.TLS != nil))
+	http.SetCookie(w, c.guard.issueCookie(ro, c.guard.cookieSecure(r)))
 	c.log.Info("console: login", "role", ro.String(), "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -119,7 +119,7 @@ func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
 		c.problem(w, r, s, http.StatusForbidden, "Request refused", "The form was stale or came from another site. Reload the page and try again.")
 		return
 	}
-	http.SetCookie(w, clearCookie(r.TLS != nil))
+	http.SetCookie(w, clearCookie(c.guard.cookieSecure(r)))
 	http.Redirect(w, r, Path+"/login", http.StatusSeeOther)
 }
 

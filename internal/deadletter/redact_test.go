@@ -15,7 +15,12 @@ import (
 func TestRedactBody(t *testing.T) {
 	t.Parallel()
 	const secret = "S3CR3T-value"
-	b64 := base64.StdEncoding.EncodeToString([]byte(`{"token":"` + secret + `","vm":"keep1"}`))
+	inner := []byte(`{"token":"` + secret + `","vm":"keep1","pad":"??>"}`) // "??>" encodes with + and / (- and _ URL-safe)
+	b64 := base64.StdEncoding.EncodeToString(inner)
+	unpadded := inner[:len(inner)/3*3-2] // a length that padding would round up
+	b64Raw := base64.RawStdEncoding.EncodeToString(unpadded)
+	b64URL := base64.URLEncoding.EncodeToString(inner)
+	b64RawURL := base64.RawURLEncoding.EncodeToString(unpadded)
 	tests := []struct {
 		name string
 		in   string
@@ -28,6 +33,14 @@ func TestRedactBody(t *testing.T) {
 		{"data_base64", `{"id":"keep1","data_base64":"` + b64 + `"}`, "keep1"},
 		{"not json", `server=keep1 password=` + secret, "keep1"},
 		{"array", `[{"secret":"` + secret + `"},"keep1"]`, "keep1"},
+		{"data_base64 unpadded", `{"id":"keep1","data_base64":"` + b64Raw + `"}`, "keep1"},
+		{"data_base64 URL-safe", `{"id":"keep1","data_base64":"` + b64URL + `"}`, "keep1"},
+		{"data_base64 URL-safe unpadded", `{"id":"keep1","data_base64":"` + b64RawURL + `"}`, "keep1"},
+		{"data_base64 not base64", `{"id":"keep1","data_base64":"` + secret + `!"}`, "keep1"},
+		{"escaped name in invalid json", `{"pass\u0077ord":"` + secret + `","storage":"keep1"`, "keep1"},
+		{"escaped name in invalid json, upper-case hex", `{"TOK\u0045N": "` + secret + `", "storage":"keep1"`, "keep1"},
+		{"secret in a key name", `{"password=` + secret + `":1,"storage":"keep1"}`, "keep1"},
+		{"secret in a nested key name", `{"data":{"token: ` + secret + `":true},"storage":"keep1"}`, "keep1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -36,11 +49,12 @@ func TestRedactBody(t *testing.T) {
 			if strings.Contains(out, secret) {
 				t.Errorf("secret left in %s", out)
 			}
-			if tt.name == "data_base64" {
-				if strings.Contains(out, b64) {
+			for _, enc := range []string{b64, b64Raw, b64URL, b64RawURL} {
+				if strings.Contains(out, enc) {
 					t.Errorf("data_base64 not redacted: %s", out)
 				}
-			} else if !strings.Contains(out, tt.keep) {
+			}
+			if !strings.Contains(out, tt.keep) {
 				t.Errorf("lost %q: %s", tt.keep, out)
 			}
 		})
@@ -57,7 +71,14 @@ func TestRedactHeader(t *testing.T) {
 	h.Set("X-Note", "password=hunter22")
 	h.Set("Nats-Msg-Id", "c1")
 	h.Set("Nats-Expected-Stream", "PROXBUS_COMMANDS")
+	h["X-Password=hunter22"] = []string{"v"}
+	h.Set("X-Escaped", `{"pass\u0077ord":"hunter22"`)
 	out := redactHeader(h)
+	for k, vs := range out {
+		if strings.Contains(k+strings.Join(vs, ""), "hunter22") {
+			t.Errorf("header %s: %q keeps the secret", k, vs)
+		}
+	}
 	tests := []struct{ key, want string }{
 		{"ce-id", "c1"},
 		{"Authorization-Token", "[redacted]"},

@@ -3,6 +3,7 @@ package ingress_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -125,6 +126,36 @@ func (h *harness) decoded(m *jetstream.RawStreamMsg) events.Command {
 		h.t.Fatalf("stored command does not decode: %v", err)
 	}
 	return cmd
+}
+
+// checkAnswer checks a webhook's answer: wantStatus, and for a refusal (anything but 202)
+// wantReason and no command published; for 202 exactly one command published.
+func (h *harness) checkAnswer(status int, out []byte, wantStatus int, wantReason string) {
+	h.t.Helper()
+	if status != wantStatus {
+		h.t.Fatalf("status %d, want %d: %s", status, wantStatus, out)
+	}
+	n := len(h.commands())
+	if wantStatus == http.StatusAccepted {
+		if n != 1 {
+			h.t.Errorf("%d commands published, want 1", n)
+		}
+		return
+	}
+	var e struct{ Reason string }
+	_ = json.Unmarshal(out, &e)
+	if e.Reason != wantReason {
+		h.t.Errorf("reason %q, want %q", e.Reason, wantReason)
+	}
+	if n != 0 {
+		h.t.Errorf("%d commands published on a refused webhook", n)
+	}
+}
+
+// netboxTime is the current minute as NetBox writes a webhook's timestamp (Python's isoformat
+// with sep between date and time), so that a test body is within the webhook window.
+func netboxTime(sep string) string {
+	return time.Now().UTC().Truncate(time.Minute).Format("2006-01-02" + sep + "15:04:05.000000-07:00")
 }
 
 // noLeak fails the test when s contains the canary.

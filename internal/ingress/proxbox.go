@@ -8,8 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/proxbus/proxbus/events"
 )
@@ -73,7 +71,7 @@ func (s *Server) handlePBS(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if values := r.Header.Values(ActorHeader); len(values) > 0 {
-		if len(values) == 1 && validActor(values[0]) {
+		if len(values) == 1 && events.ValidActor(values[0]) {
 			cmd.Actor = values[0]
 		} else {
 			bad = append(bad, ActorHeader)
@@ -142,19 +140,6 @@ func validIdempotencyKey(k string) bool {
 	}
 	for i := 0; i < len(k); i++ {
 		if k[i] < 0x20 || k[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// validActor: valid UTF-8, at most 255 bytes, no control characters.
-func validActor(a string) bool {
-	if len(a) > 255 || !utf8.ValidString(a) {
-		return false
-	}
-	for _, r := range a {
-		if unicode.IsControl(r) {
 			return false
 		}
 	}

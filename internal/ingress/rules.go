@@ -13,8 +13,6 @@ import (
 	"strings"
 	"text/template"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
 )
@@ -86,8 +84,8 @@ func ParseRules(data []byte) (*Rules, error) {
 	var f struct {
 		Rules []ruleSpec `yaml:"rules"`
 	}
-	if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
-		return nil, fmt.Errorf("ingress: rules file: %w: %s", config.ErrInvalid, yaml.FormatError(err, false, false))
+	if err := config.UnmarshalYAMLStrict(data, &f); err != nil {
+		return nil, fmt.Errorf("ingress: rules file: %w", err)
 	}
 	out := &Rules{}
 	seen := map[string]bool{}
@@ -103,6 +101,14 @@ func ParseRules(data []byte) (*Rules, error) {
 		out.rules = append(out.rules, r)
 	}
 	return out, nil
+}
+
+// list returns the compiled rules (none for a nil Rules).
+func (rs *Rules) list() []*rule {
+	if rs == nil {
+		return nil
+	}
+	return rs.rules
 }
 
 // Len is the number of rules.
@@ -137,6 +143,9 @@ func compileRule(spec ruleSpec) (*rule, error) {
 	r := &rule{name: spec.Name, objectType: strings.ToLower(spec.ObjectType), verb: spec.Verb}
 	if _, ok := events.NewSubjects("").VerbOf(events.NewSubjects("").Command(spec.Verb)); !ok {
 		return nil, errors.New("verb is missing or not a valid subject token sequence")
+	}
+	if strings.HasPrefix(spec.Verb, CommandVerbPrefix) {
+		return nil, fmt.Errorf("verb %s: %w: command.* verbs (approvals, rejections) are never made from a webhook", spec.Verb, ErrVerbNotAllowed)
 	}
 	if r.objectType != "" && !strings.Contains(r.objectType, ".") {
 		return nil, errors.New(`object_type must be "app_label.model", e.g. virtualization.virtualmachine`)

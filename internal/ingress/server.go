@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,6 +28,13 @@ const (
 	DefaultSource        = "/netbox/webhook"
 	DefaultFrontSource   = "/proxbox-api"
 	DefaultResultTimeout = 60 * time.Second
+	// DefaultMaxAge is the default of Config.MaxAge: the command identity window
+	// (store.DefaultDedupeTTL).
+	DefaultMaxAge = 24 * time.Hour
+	// MaxClockSkew is how far in the future a webhook's time may lie (NetBox's clock ahead of
+	// proxbus's); a later one is refused, or a signed body dated years ahead would stay
+	// replayable long after its command's identity is forgotten.
+	MaxClockSkew = 5 * time.Minute
 )
 
 // Paths served by [Server.Routes].
@@ -52,6 +60,12 @@ type Config struct {
 	// Rules maps plain NetBox webhook bodies to commands. Nil: no rule, such bodies are
 	// answered 204 (a structured CloudEvent is still accepted).
 	Rules *Rules
+	// WebhookVerbs are the verbs POST /webhooks/netbox may publish: exact verbs, or a prefix
+	// and ".*" ("vm.*": every verb under vm.). Empty: every verb but the command.* verbs,
+	// which no HTTP front ever publishes (an approval made with a webhook secret would defeat
+	// the two-person rule). A rule whose verb is not allowed is refused by [New]. The
+	// proxbox-api front publishes only [PBSVerb].
+	WebhookVerbs []string
 	// Source is the CloudEvents source of commands made from webhooks (default
 	// DefaultSource).
 	Source string
@@ -61,6 +75,13 @@ type Config struct {
 	// FrontAPIKey is the X-Proxbox-API-Key the proxbox-api front requires, as proxbox-api
 	// does. Empty: the front is not mounted (a write path is never anonymous).
 	FrontAPIKey string
+	// MaxAge is how old a webhook may be, by its signed time (a NetBox body's timestamp, a
+	// CloudEvent's time): at most the command identity window (--dedupe-ttl), so that a
+	// captured webhook sent again after its command's identity is forgotten is refused instead
+	// of running again (default DefaultMaxAge).
+	MaxAge time.Duration
+	// Now is the clock the webhook's age is measured with (default time.Now).
+	Now func() time.Time
 	// ResultTimeout is how long the front waits for a result before answering 504 (default
 	// DefaultResultTimeout).
 	ResultTimeout time.Duration
@@ -88,6 +109,13 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ResultTimeout < 0 {
 		return nil, fmt.Errorf("ingress: %w: ResultTimeout %s is negative", config.ErrInvalid, cfg.ResultTimeout)
 	}
+	if cfg.MaxAge < 0 {
+		return nil, fmt.Errorf("ingress: %w: MaxAge %s is negative", config.ErrInvalid, cfg.MaxAge)
+	}
+	config.Default(&cfg.MaxAge, DefaultMaxAge)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	if cfg.Subjects.Prefix == "" {
 		cfg.Subjects = events.NewSubjects("")
 	}
@@ -101,6 +129,9 @@ func New(cfg Config) (*Server, error) {
 		if _, err := events.EncodeBinary(cfg.Subjects, events.Command{ID: "x", Source: src, Verb: "x"}); err != nil {
 			return nil, fmt.Errorf("ingress: %w: source %q is not a URI-reference", config.ErrInvalid, src)
 		}
+	}
+	if err := CheckVerbs(cfg.WebhookVerbs, cfg.Rules); err != nil {
+		return nil, err
 	}
 	if cfg.ResultTimeout == 0 {
 		cfg.ResultTimeout = DefaultResultTimeout
@@ -175,6 +206,66 @@ func (s *Server) publish(ctx context.Context, msg *nats.Msg) (duplicate bool, er
 		return false, fmt.Errorf("%w: %w", ErrPublish, err)
 	}
 	return ack.Duplicate, nil
+}
+
+// CommandVerbPrefix begins the verbs that act on other commands (command.approve,
+// command.reject, ...): no HTTP front publishes them, whatever its configuration.
+const CommandVerbPrefix = "command."
+
+// ErrVerbNotAllowed is wrapped when a front may not publish a verb: a command.* verb, or one
+// outside its configured list.
+var ErrVerbNotAllowed = errors.New("ingress: verb not allowed on this front")
+
+// checkVerbPattern checks one entry of a verb list: a valid verb, or a verb prefix and ".*";
+// never a command.* verb.
+func checkVerbPattern(p string) error {
+	v, _ := strings.CutSuffix(p, ".*")
+	subjects := events.NewSubjects("")
+	if _, ok := subjects.VerbOf(subjects.Command(v)); !ok {
+		return errors.New("is not a verb (vm.start) or a verb prefix and .* (vm.*)")
+	}
+	if strings.HasPrefix(v+".", CommandVerbPrefix) {
+		return fmt.Errorf("%w: command.* verbs are never published by an HTTP front", ErrVerbNotAllowed)
+	}
+	return nil
+}
+
+// CheckVerbs checks a webhook verb list (see Config.WebhookVerbs) and that every rule of rules
+// (nil: none) makes a verb it allows. Its errors wrap config.ErrInvalid and name the entry or
+// the rule.
+func CheckVerbs(verbs []string, rules *Rules) error {
+	for _, v := range verbs {
+		if err := checkVerbPattern(v); err != nil {
+			return fmt.Errorf("ingress: %w: webhook verbs: %q %w", config.ErrInvalid, v, err)
+		}
+	}
+	for _, r := range rules.list() {
+		if !verbAllowed(verbs, r.verb) {
+			return fmt.Errorf("ingress: %w: rule %s: verb %s is not among the webhook verbs (%s)", config.ErrInvalid, r.name, r.verb, strings.Join(verbs, ", "))
+		}
+	}
+	return nil
+}
+
+// verbAllowed reports whether a front whose verb list is allow may publish verb: never a
+// command.* verb; any other when allow is empty; else one the list names.
+func verbAllowed(allow []string, verb string) bool {
+	if strings.HasPrefix(verb, CommandVerbPrefix) {
+		return false
+	}
+	if len(allow) == 0 {
+		return true
+	}
+	for _, p := range allow {
+		if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasSuffix(prefix, ".") {
+			if strings.HasPrefix(verb, prefix) {
+				return true
+			}
+		} else if p == verb {
+			return true
+		}
+	}
+	return false
 }
 
 // ErrPublish is wrapped when a command could not be stored in the commands stream.

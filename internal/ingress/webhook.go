@@ -8,6 +8,7 @@ import (
 	"mime"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -87,8 +88,21 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
+	if !verbAllowed(s.cfg.WebhookVerbs, m.Verb) { // New refused such rules; kept as a second lock
+		s.refuseVerb(w, r, m.Verb)
+		return
+	}
+	at, ok := parseNetBoxTime(wh.Timestamp)
+	if !ok {
+		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_webhook", Fields: []string{"timestamp"},
+			Detail: "the webhook's timestamp is missing or not an ISO 8601 time with a zone; NetBox's default body has it"})
+		return
+	}
+	if !s.timely(w, r, at, "timestamp") {
+		return
+	}
 	cmd := events.Command{
-		ID: WebhookCommandID(m.Rule, m.Verb, wh), Source: s.cfg.Source, Verb: m.Verb,
+		ID: WebhookCommandID(m.Rule, m.Verb, wh), Source: s.cfg.Source, Verb: m.Verb, Time: at,
 		EndpointID: m.EndpointID, HasEndpointID: m.HasEndpointID,
 		Actor: m.Actor, IdempotencyKey: m.IdempotencyKey, Data: m.Data,
 	}
@@ -117,6 +131,10 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_cloudevent", Detail: "type is not proxbus.<verb>"})
 		return
 	}
+	if !verbAllowed(s.cfg.WebhookVerbs, verb) {
+		s.refuseVerb(w, r, verb)
+		return
+	}
 	h := nats.Header{}
 	h.Set(events.HeaderContentType, events.ContentTypeCE)
 	cmd, err := events.Decode(subject, h, body, s.cfg.Subjects)
@@ -127,6 +145,20 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 			detail = p.Reason
 		}
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_cloudevent", Detail: detail})
+		return
+	}
+	if cmd.Time.IsZero() {
+		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_cloudevent", Fields: []string{"time"},
+			Detail: "a webhook's CloudEvent needs its time (render NetBox's {{ timestamp }}), so that a captured body cannot be replayed later"})
+		return
+	}
+	if !s.timely(w, r, cmd.Time, "time") {
+		return
+	}
+	if !underSource(cmd.Source, s.cfg.Source) {
+		s.log.Warn("webhook refused", "reason", "source_not_allowed", "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusForbidden, errorBody{Reason: "source_not_allowed", Fields: []string{"source"},
+			Detail: "a webhook's source must be " + s.cfg.Source + " or a path under it"})
 		return
 	}
 	msg := nats.NewMsg(subject)
@@ -149,6 +181,51 @@ func (s *Server) publishAccepted(w http.ResponseWriter, r *http.Request, msg *na
 		CommandID: cmd.ID, CommandSource: cmd.Source, Verb: cmd.Verb, Rule: rule,
 		Subject: s.cfg.Subjects.Follow(ref), ResultSubject: s.cfg.Subjects.Result(ref), Duplicate: dup,
 	})
+}
+
+// timely reports whether a webhook signed with time at is within MaxAge of now and not more
+// than MaxClockSkew ahead; otherwise it answers 422 naming field and returns false.
+func (s *Server) timely(w http.ResponseWriter, r *http.Request, at time.Time, field string) bool {
+	now := s.cfg.Now()
+	switch {
+	case at.Before(now.Add(-s.cfg.MaxAge)):
+		s.log.Warn("webhook refused", "reason", "webhook_too_old", "age", now.Sub(at).Round(time.Second), "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "webhook_too_old", Fields: []string{field},
+			Detail: "the webhook is older than the command identity window (" + s.cfg.MaxAge.String() + "): a replay of a captured body is never run; make the change again in NetBox"})
+		return false
+	case at.After(now.Add(MaxClockSkew)):
+		s.log.Warn("webhook refused", "reason", "webhook_from_the_future", "ahead", at.Sub(now).Round(time.Second), "remote", r.RemoteAddr)
+		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "webhook_from_the_future", Fields: []string{field},
+			Detail: "the webhook's time is more than " + MaxClockSkew.String() + " ahead of proxbus's clock: check NetBox's and proxbus's clocks (NTP)"})
+		return false
+	}
+	return true
+}
+
+// parseNetBoxTime reads a NetBox webhook timestamp: Python's isoformat of an aware datetime,
+// with "T" or a space between date and time ("2025-01-10 10:00:00.123456+00:00").
+func parseNetBoxTime(s string) (time.Time, bool) {
+	if len(s) > 10 && s[10] == ' ' {
+		s = s[:10] + "T" + s[11:]
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
+// refuseVerb answers 403 for a verb the webhook front may not publish.
+func (s *Server) refuseVerb(w http.ResponseWriter, r *http.Request, verb string) {
+	s.log.Warn("webhook refused", "reason", "verb_not_allowed", "verb", verb, "remote", r.RemoteAddr)
+	detail := "this verb is not among the webhook verbs (PROXBUS_WEBHOOK_VERBS)"
+	if strings.HasPrefix(verb, CommandVerbPrefix) {
+		detail = "command.* verbs (approvals, rejections) are never accepted from a webhook; use proxbus approve|reject"
+	}
+	writeJSON(w, http.StatusForbidden, errorBody{Reason: "verb_not_allowed", Fields: []string{"type"}, Detail: detail})
+}
+
+// underSource reports whether source is front or a path under it (front + "/..."), so that a
+// webhook cannot make a command in another producer's namespace of ids.
+func underSource(source, front string) bool {
+	return source == front || strings.HasPrefix(source, strings.TrimSuffix(front, "/")+"/")
 }
 
 // isCloudEvent reports whether a webhook body is a structured-mode CloudEvent: the

@@ -38,7 +38,7 @@ func (c *Client) FindJournalEntry(ctx context.Context, objectType string, object
 	defer cancel()
 	page, resp, err := c.api.ExtrasAPI.ExtrasJournalEntriesList(ctx).
 		AssignedObjectType(objectType).AssignedObjectId([]int32{int32(objectID)}).
-		Q(commandID).Limit(findLimit).Execute()
+		Q(OneLine(commandID)).Limit(findLimit).Execute()
 	undecoded, err := c.check(op, resp, err)
 	if err != nil {
 		return JournalRef{}, err
@@ -86,14 +86,20 @@ func hasCommandBullet(comments, id string) bool {
 	return false
 }
 
-// lineBreaks turns CR and LF into spaces.
-var lineBreaks = strings.NewReplacer("\r", " ", "\n", " ")
+// inlineUnsafe turns CR and LF into spaces and takes apart what makes Markdown links and
+// images and raw HTML: "](" and "][" (an inline or reference link or image) get a backslash
+// before their second bracket, which python-markdown (NetBox's renderer) reads as the
+// character itself; angle brackets (autolinks, HTML) become entities. A bracket alone, as in
+// "[redacted]", stays as it is.
+var inlineUnsafe = strings.NewReplacer("\r", " ", "\n", " ", "](", `]\(`, "][", `]\[`, "<", "&lt;", ">", "&gt;")
 
 // OneLine is s as the value of one journal bullet line ("- name: value"): CR and LF become
-// spaces, so no Markdown structure can be injected through a value.
+// spaces, so no Markdown structure can be injected through a value, and links, images and
+// HTML are taken apart, so a value (an actor, a name, an error text from Proxmox) cannot put
+// them into NetBox.
 func OneLine(s string) string {
-	if !strings.ContainsAny(s, "\r\n") {
+	if !strings.ContainsAny(s, "\r\n]<>") {
 		return s
 	}
-	return lineBreaks.Replace(s)
+	return inlineUnsafe.Replace(s)
 }

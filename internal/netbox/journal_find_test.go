@@ -74,11 +74,19 @@ func TestFindJournalEntryFailures(t *testing.T) {
 func TestOneLine(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
-		"plain":                   "plain",
-		"":                        "",
-		"two\nlines":              "two lines",
-		"crlf\r\n- injected: yes": "crlf  - injected: yes",
-		"ünïcødé\rwith\ncontrols": "ünïcødé with controls",
+		"plain":                             "plain",
+		"":                                  "",
+		"two\nlines":                        "two lines",
+		"crlf\r\n- injected: yes":           "crlf  - injected: yes",
+		"ünïcødé\rwith\ncontrols":           "ünïcødé with controls",
+		"[click](https://evil.example)":     `[click]\(https://evil.example)`,
+		"![img](https://evil.example/x)":    `![img]\(https://evil.example/x)`,
+		"[ref][1]":                          `[ref]\[1]`,
+		`[pre-escaped]\(https://e.example)`: `[pre-escaped]\(https://e.example)`,
+		"<https://evil.example>":            "&lt;https://evil.example&gt;",
+		`<img src=x onerror=alert(1)>`:      `&lt;img src=x onerror=alert(1)&gt;`,
+		"bad value [redacted]":              "bad value [redacted]",
+		"fields: (a, b)":                    "fields: (a, b)",
 	} {
 		if got := netbox.OneLine(in); got != want {
 			t.Errorf("OneLine(%q) = %q, want %q", in, got, want)

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-yaml"
-
 	"github.com/proxbus/proxbus/internal/config"
 )
 
@@ -128,8 +126,8 @@ var tokenIDPattern = regexp.MustCompile(`^[^\s@:!]+@[A-Za-z][A-Za-z0-9.\-_]*![A-
 func ParseEndpoints(data []byte) ([]EndpointConfig, error) {
 	var f endpointsFile
 	if len(bytes.TrimSpace(data)) > 0 {
-		if err := yaml.UnmarshalWithOptions(data, &f, yaml.Strict()); err != nil {
-			return nil, fmt.Errorf("proxmox: endpoints file: %w: %s", config.ErrInvalid, yaml.FormatError(err, false, false))
+		if err := config.UnmarshalYAMLStrict(data, &f); err != nil {
+			return nil, fmt.Errorf("proxmox: endpoints file: %w", err)
 		}
 	}
 	seen := make(map[int64]int, len(f.Endpoints))

@@ -128,6 +128,13 @@ func TestLoadEndpoints(t *testing.T) {
 	if _, err := proxmox.LoadEndpoints(bad); err == nil || !strings.Contains(err.Error(), bad) {
 		t.Errorf("LoadEndpoints(bad) = %v, want an error naming %s", err, bad)
 	}
+	crash := filepath.Join(dir, "crash.yaml") // panics inside goccy/go-yaml v1.19.2 (#735)
+	if err := os.WriteFile(crash, []byte("endpoints: ! {a:\n- b}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := proxmox.LoadEndpoints(crash); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), crash) {
+		t.Errorf("LoadEndpoints(crash) = %v, want a configuration error naming %s", err, crash)
+	}
 	if _, err := proxmox.LoadEndpoints(filepath.Join(dir, "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("LoadEndpoints(missing) = %v, want os.ErrNotExist", err)
 	}
