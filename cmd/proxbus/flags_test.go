@@ -62,13 +62,11 @@ func TestServeFlagValuesAreChecked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fs := newFlagSet("serve", io.Discard)
-			fs.getenv = func(k string) string { return tt.env[k] }
-			sf := addServeFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
+			c, e, err := parseCLI(t, tt.env, append([]string{"serve"}, tt.args...)...)
+			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := sf.config(io.Discard)
+			cfg, err := c.Serve.config(e)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("err = %v", err)
@@ -104,13 +102,11 @@ func TestSecretFileIsTrimmed(t *testing.T) {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fs := newFlagSet("serve", io.Discard)
-		fs.getenv = func(k string) string { return map[string]string{"PROXBUS_NETBOX_TOKEN_FILE": path}[k] }
-		sf := addServeFlags(fs)
-		if err := fs.Parse([]string{"--webhook-secret-file", path, "--proxbox-api-key-file", path}); err != nil {
+		c, e, err := parseCLI(t, map[string]string{"PROXBUS_NETBOX_TOKEN_FILE": path}, "serve", "--webhook-secret-file", path, "--proxbox-api-key-file", path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := sf.config(io.Discard)
+		cfg, err := c.Serve.config(e)
 		if err != nil {
 			t.Fatal(err)
 		}

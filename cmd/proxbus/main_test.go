@@ -474,6 +474,11 @@ func TestJournalPending(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	code, _, errOut := runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix)
+	if code != 1 || !strings.Contains(errOut, "no replica serves this store") || !strings.Contains(errOut, "nothing was done") {
+		t.Fatalf("a prefix no replica announced: code %d, stderr %s", code, errOut)
+	}
+	announceReplica(t, r.Client, r.Prefix)
 	code, out, errOut := runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix)
 	if code != 0 || !strings.Contains(out, "pending-1") || !strings.Contains(out, "journal-entries/7/") || !strings.Contains(out, "1 pending") {
 		t.Fatalf("code %d\n%s\n%s", code, out, errOut)

@@ -228,6 +228,7 @@ func TestRunFileURLs(t *testing.T) {
 			Verb: "vm.stop", JournalID: 3, JournalURL: "http://netbox/api/extras/journal-entries/3/", Kind: "info"}); err != nil {
 			t.Fatal(err)
 		}
+		announceReplica(t, rdb, prefix)
 	}
 	tests := []struct {
 		name  string
@@ -485,10 +486,11 @@ func TestRunFileNoticeHidesCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	f := newFlagSet("test", &out)
+	e := newCLIEnv(context.Background(), nil, &out, &out)
+	e.set, e.fromEnv = map[string]bool{}, map[string]bool{}
 	natsURL, redisURL, prefix := "", "", ""
-	f.natsFromDev(&out, &natsURL, nil)
-	f.redisFromDev(&out, &redisURL, &prefix)
+	e.natsFromDev(&natsURL, nil)
+	e.redisFromDev(&redisURL, &prefix)
 	if natsURL != run.NATSURL || redisURL != run.RedisURL {
 		t.Fatalf("URLs taken %q, %q; want the run file's", natsURL, redisURL)
 	}

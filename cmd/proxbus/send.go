@@ -21,7 +21,7 @@ const defaultSource = "urn:proxbus:cli"
 // exitInterrupted is send's exit code when interrupted (SIGINT) while following: 128+2.
 const exitInterrupted = 130
 
-// cmdSend publishes one command in binary mode, follows it and prints the result JSON on
+// sendCmd is `proxbus send`: it publishes one command in binary mode, follows it and prints the result JSON on
 // stdout (contract §10). Before publishing it checks the command with the pipeline's own
 // validation (see [checkSend]): an unknown verb, a missing --endpoint, data that does not fit
 // the verb or a bad --expires is a usage error and nothing is sent. --data @- reads the data
@@ -36,33 +36,48 @@ const exitInterrupted = 130
 // Interrupted while following, it says on stderr that the command is still queued (or
 // running) and how to cancel or follow it.
 // Exit code: 0 for a status below 400, 1 otherwise, 2 for usage errors, 130 when interrupted.
+type sendCmd struct {
+	Verb           string        `arg:"" optional:"" help:"The verb, e.g. storage.pbs.create (proxbus completion offers them)."`
+	Endpoint       int64         `name:"endpoint" help:"NetBox ProxmoxEndpoint id (endpointid)."`
+	Data           string        `name:"data" default:"{}" help:"Command data: JSON, @file, or @- to read it from stdin."`
+	IdempotencyKey string        `name:"idempotency-key" help:"Idempotency-Key."`
+	ID             string        `name:"id" help:"Command id (default random)."`
+	Source         string        `name:"source" default:"${default_source}" help:"Command source."`
+	Actor          string        `name:"actor" help:"Actor recorded in the journal."`
+	Expires        string        `name:"expires" help:"The command must not start after this: a duration from now (10m) or an RFC 3339 time."`
+	DryRun         bool          `name:"dry-run" help:"Plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan."`
+	NoWait         bool          `name:"no-wait" help:"Publish and exit without waiting for the result."`
+	Timeout        time.Duration `name:"timeout" default:"5m" help:"How long to wait for the result."`
+	natsFlags
+	outputFlags
+}
+
+// cmdSend runs `proxbus send args` and returns its exit code.
 func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("send", stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs)
-	prefix := addSubjectPrefixFlag(fs, "subject prefix")
-	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
-	data := fs.String("data", "{}", "command data: JSON, @file, or @- to read it from stdin")
-	key := fs.String("idempotency-key", "", "Idempotency-Key")
-	id := fs.String("id", "", "command id (default random)")
-	source := fs.String("source", defaultSource, "command source")
-	actor := fs.String("actor", "", "actor recorded in the journal")
-	expires := fs.String("expires", "", "the command must not start after this: a duration from now (10m) or an RFC 3339 time")
-	dryRun := fs.Bool("dry-run", false, "plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan")
-	noWait := fs.Bool("no-wait", false, "publish and exit without waiting for the result")
-	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the result")
-	output := outputFlag(fs)
-	verb, rest := "", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		verb, rest = args[0], args[1:]
+	var ee exitError
+	switch err := runSub(ctx, []string{"send"}, args, stdin, stdout, stderr); {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(stderr, "proxbus:", err)
+		return 1
 	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
+}
+
+// Run publishes the command and follows it; its exit code is returned as an [exitError].
+func (c *sendCmd) Run(e *cliEnv) error {
+	if code := c.run(e); code != 0 {
+		return exitError{code: code}
 	}
-	if verb == "" && fs.NArg() > 0 {
-		verb = fs.Arg(0)
-	}
-	format, err := outputOf(output)
+	return nil
+}
+
+func (c *sendCmd) run(e *cliEnv) int {
+	ctx, stdin, stdout, stderr := e.ctx, e.stdin, e.stdout, e.stderr
+	verb := c.Verb
+	format, err := outputOf(&c.Output)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 2
@@ -71,14 +86,14 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "proxbus send: a verb is required, e.g. proxbus send storage.pbs.create --endpoint 1 --data @pbs.json")
 		return 2
 	}
-	body, err := readData(*data, stdin)
+	body, err := readData(c.Data, stdin)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 2
 	}
 	now := time.Now().UTC()
-	expiresAt, expiresErr := parseExpires(*expires, now)
-	if problems := checkSend(verb, body, *endpoint, expiresErr); len(problems) > 0 {
+	expiresAt, expiresErr := parseExpires(c.Expires, now)
+	if problems := checkSend(verb, body, c.Endpoint, expiresErr); len(problems) > 0 {
 		for _, p := range problems {
 			for i, l := range strings.Split(p, "\n") {
 				if i == 0 {
@@ -90,31 +105,32 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "proxbus send: nothing was sent")
 		return 2
 	}
-	if *id == "" {
-		*id = newCLICommandID()
+	if c.ID == "" {
+		c.ID = newCLICommandID()
 	}
-	fs.natsFromDev(stderr, natsURL, prefix)
-	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
-		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, DryRun: *dryRun, Data: body}
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	natsURL, prefix := &c.NATSURL, &c.SubjectPrefix
+	e.natsFromDev(natsURL, prefix)
+	cmd := events.Command{ID: c.ID, Source: c.Source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
+		EndpointID: c.Endpoint, HasEndpointID: c.Endpoint != 0, IdempotencyKey: c.IdempotencyKey, Actor: c.Actor, DryRun: c.DryRun, Data: body}
+	nc, js, err := app.ConnectClient(*natsURL, c.security())
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
 	}
 	defer nc.Close()
-	sendCtx, cancel := context.WithTimeout(ctx, *timeout)
+	sendCtx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
 	subjects := events.NewSubjects(*prefix)
 	follow := subjects.Follow(cmd.Ref())
 	st := &sendState{}
 	var prog *progress
 	if format == outputText {
-		prog = newProgress(stderr, !*noWait && isTerminal(stderr))
+		prog = newProgress(stderr, !c.NoWait && isTerminal(stderr))
 		defer prog.Close()
 	}
 	began := time.Now()
 	res, err := app.SendCommand(sendCtx, js, subjects, cmd, app.SendOptions{
-		NoWait: *noWait,
+		NoWait: c.NoWait,
 		OnSent: func(s app.Sent) {
 			st.acked = true
 			if prog != nil {
@@ -139,13 +155,13 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			printPending(stderr, cmd, *prefix, st, "interrupted")
 			return exitInterrupted
 		case st.acked && errors.Is(err, app.ErrNoResult) && sendCtx.Err() != nil:
-			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", *timeout))
+			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", c.Timeout))
 			return 1
 		}
 		fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+explainSendError(err, *prefix)))
 		return 1
 	}
-	if *noWait {
+	if c.NoWait {
 		if format == outputJSON {
 			_ = writeJSONLine(stdout, map[string]string{"command_id": cmd.ID, "command_source": cmd.Source, "follow": follow})
 		}

@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/presence"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
@@ -448,6 +450,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		}()
 	}
 	wg.Go(func() { pipeline.WatchGuards(repairCtx) })
+	wg.Go(func() { // the clients that work on the store check that a replica serves its prefix
+		presence.Run(repairCtx, rdb, cmp.Or(cfg.Store.Prefix, store.DefaultPrefix), cfg.Instance, func(err error) {
+			log.Warn("could not announce this replica in Redis", "err", err)
+		})
+	})
 	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
 	if ui != nil {
 		wg.Go(func() { ui.Run(uiCtx) })
