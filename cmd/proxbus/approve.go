@@ -56,12 +56,12 @@ func (c *decideCmd) Run(e *cliEnv) error {
 	case c.Actor == "":
 		return fmt.Errorf("%w: --actor is required: who %ss, recorded in the command's journal entry (it must not be the command's own actor)", errUsage, name)
 	}
-	e.natsFromDev(&c.NATSURL, &c.SubjectPrefix)
-	nc, js, err := app.ConnectClient(c.NATSURL, c.security())
+	client, err := e.connectNATS(&c.natsFlags)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer client.Close()
+	ctx, js := client.ctx, client.js
 	data, _ := json.Marshal(handlers.DecisionInput{CommandID: id, CommandSource: c.Source})
 	cmd := events.Command{ID: newCLICommandID(), Source: defaultSource, Verb: verb, Time: time.Now().UTC(), Actor: c.Actor, Data: data}
 	ctx, cancel := context.WithTimeout(ctx, c.Timeout)

@@ -37,13 +37,13 @@ func (c *cancelCmd) Run(e *cliEnv) error {
 	if id == "" {
 		return fmt.Errorf("%w: proxbus cancel ID [--source S]: the command id is required (proxbus send prints it)", errUsage)
 	}
-	e.natsFromDev(&c.NATSURL, &c.SubjectPrefix)
 	e.redisFromDev(&c.RedisURL, &c.RedisKeyPrefix)
-	nc, js, err := app.ConnectClient(c.NATSURL, c.security())
+	client, err := e.connectNATS(&c.natsFlags)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer client.Close()
+	ctx, js := client.ctx, client.js
 	st, closeStore, err := openServedStore(ctx, e, &c.storeFlags)
 	if err != nil {
 		return err

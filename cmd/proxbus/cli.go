@@ -91,6 +91,7 @@ type cliEnv struct {
 	envErrs []error         // variables whose value the flag's type refused
 	exit    *int            // set when kong asked to exit (after -h)
 	known   map[string]bool // every PROXBUS_* variable proxbus reads
+	nats    *natsClient     // the subcommand's NATS connection, once made
 	// command is the selected subcommand ("dlq show"), for the hint after a usage error.
 	command string
 }
@@ -277,7 +278,11 @@ func execute(e *cliEnv, args []string) error {
 	if e.command != "serve" { // serve warns once it has read the endpoints file
 		warnUnknownEnv(e)
 	}
-	return kctx.Run(e)
+	err = kctx.Run(e)
+	if e.nats != nil { // a NATS refusal is the reason whatever the subcommand saw after it
+		err = e.nats.explain(err)
+	}
+	return err
 }
 
 // parseArgs parses args with parser and records in e the selected subcommand and the flags

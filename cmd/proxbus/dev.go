@@ -86,6 +86,9 @@ func (c *devCmd) Run(e *cliEnv) error {
 		return fmt.Errorf("proxbus did not start: %w", err)
 	case <-ready:
 	}
+	if err := claimDevRun(runPath, pid); err != nil { // another dev became ready meanwhile
+		return err
+	}
 	runErr := writeDevRun(runPath, devRun{
 		PID: pid, NATSURL: env.NATSURL, RedisURL: env.RedisURL, PVEURL: env.PVEURL, NetBoxURL: env.NetBoxURL,
 		SubjectPrefix: events.NewSubjects(cfg.Consumer.Subjects.Prefix).Prefix, RedisKeyPrefix: cmp.Or(cfg.Store.Prefix, store.DefaultPrefix),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"bufio"
 	"cmp"
 	"fmt"
@@ -17,7 +18,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/deadletter"
 )
 
@@ -91,6 +91,7 @@ func (c *dlqPurgeCmd) Run(e *cliEnv) error {
 // dlqArgs is one dlq subcommand, connected.
 type dlqArgs struct {
 	e        *cliEnv
+	ctx      context.Context
 	sub      string
 	js       jetstream.JetStream
 	subjects events.Subjects
@@ -107,18 +108,17 @@ func dlqRun(e *cliEnv, sub string, nf *natsFlags, of *outputFlags, do func(dlqAr
 	if err != nil {
 		return err
 	}
-	e.natsFromDev(&nf.NATSURL, &nf.SubjectPrefix)
-	nc, js, err := app.ConnectClient(nf.NATSURL, nf.security())
+	client, err := e.connectNATS(nf)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	return do(dlqArgs{e: e, sub: sub, js: js, subjects: events.NewSubjects(nf.SubjectPrefix), format: format})
+	defer client.Close()
+	return do(dlqArgs{e: e, ctx: client.ctx, sub: sub, js: client.js, subjects: events.NewSubjects(nf.SubjectPrefix), format: format})
 }
 
 // do runs the subcommand.
 func (d dlqArgs) do() error {
-	ctx, stdout, stderr, js, subjects, format := d.e.ctx, d.e.stdout, d.e.stderr, d.js, d.subjects, d.format
+	ctx, stdout, stderr, js, subjects, format := d.ctx, d.e.stdout, d.e.stderr, d.js, d.subjects, d.format
 	sub, seq, cutoff := d.sub, d.seq, d.cutoff
 	yes, limit := &d.yes, &d.limit
 	switch sub {

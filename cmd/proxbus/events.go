@@ -44,12 +44,12 @@ func (c *eventsCmd) Run(e *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	e.natsFromDev(&c.NATSURL, &c.SubjectPrefix)
-	nc, js, err := app.ConnectClient(c.NATSURL, c.security())
+	client, err := e.connectNATS(&c.natsFlags)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer client.Close()
+	ctx, js := client.ctx, client.js
 	subjects := events.NewSubjects(c.SubjectPrefix)
 	filter := ""
 	if c.ID != "" {

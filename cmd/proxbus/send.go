@@ -108,17 +108,17 @@ func (c *sendCmd) run(e *cliEnv) int {
 	if c.ID == "" {
 		c.ID = newCLICommandID()
 	}
-	natsURL, prefix := &c.NATSURL, &c.SubjectPrefix
-	e.natsFromDev(natsURL, prefix)
+	prefix := &c.SubjectPrefix
 	cmd := events.Command{ID: c.ID, Source: c.Source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
 		EndpointID: c.Endpoint, HasEndpointID: c.Endpoint != 0, IdempotencyKey: c.IdempotencyKey, Actor: c.Actor, DryRun: c.DryRun, Data: body}
-	nc, js, err := app.ConnectClient(*natsURL, c.security())
+	client, err := e.connectNATS(&c.natsFlags)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
 	}
-	defer nc.Close()
-	sendCtx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer client.Close()
+	js := client.js
+	sendCtx, cancel := context.WithTimeout(client.ctx, c.Timeout)
 	defer cancel()
 	subjects := events.NewSubjects(*prefix)
 	follow := subjects.Follow(cmd.Ref())
@@ -151,6 +151,12 @@ func (c *sendCmd) run(e *cliEnv) int {
 	}
 	if err != nil {
 		switch {
+		case client.violation() != nil:
+			fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+client.violation().Error()))
+			if !st.acked {
+				fmt.Fprintln(stderr, "proxbus send: nothing was sent")
+			}
+			return 1
 		case ctx.Err() != nil: // interrupted (SIGINT, SIGTERM)
 			printPending(stderr, cmd, *prefix, st, "interrupted")
 			return exitInterrupted
@@ -158,7 +164,7 @@ func (c *sendCmd) run(e *cliEnv) int {
 			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", c.Timeout))
 			return 1
 		}
-		fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+explainSendError(err, *prefix)))
+		fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+explainSendError(err, *prefix, c.NATSURL)))
 		return 1
 	}
 	if c.NoWait {
@@ -235,15 +241,15 @@ func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState,
 }
 
 // explainSendError is the message of a failed publish or follow: what happened and what to do.
-func explainSendError(err error, prefix string) string {
-	apply := "proxbus streams apply"
+func explainSendError(err error, prefix, natsURL string) string {
+	apply := "proxbus streams apply --nats-url " + shellQuote(app.RedactURL(natsURL))
 	if prefix != events.NewSubjects("").Prefix {
 		apply += " --subject-prefix " + shellQuote(prefix)
 	}
 	var tl *app.TooLargeError
 	switch {
 	case errors.Is(err, app.ErrStreamsMissing):
-		return fmt.Sprintf("%v; nothing was sent. Create the streams with `%s` (`proxbus serve` also creates them when it starts)", err, apply)
+		return fmt.Sprintf("%v on NATS at %s; nothing was sent. If that is the NATS your replicas use, create the streams with `%s` (`proxbus serve` also creates them when it starts); otherwise pass its URL with --nats-url", err, app.RedactURL(natsURL), apply)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Sprintf("%v: no stream answered the publish, so nothing was stored. The streams may be missing (create them with `%s`; `proxbus serve` also creates them when it starts), or a JetStream leader election is still under way", err, apply)
 	case errors.As(err, &tl):

@@ -93,8 +93,8 @@ func TestSendDataFromStdinAndExpires(t *testing.T) {
 }
 
 // TestSendWithoutStreams pins a NATS without the proxbus streams: no "sent" line (nothing was
-// acknowledged), exit 1, and the message says to run `proxbus streams apply`; with and
-// without --no-wait.
+// acknowledged), exit 1, and the message names the NATS it used and says to run
+// `proxbus streams apply` there; with and without --no-wait.
 func TestSendWithoutStreams(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
@@ -104,7 +104,8 @@ func TestSendWithoutStreams(t *testing.T) {
 		if code != 1 || out != "" || strings.Contains(errOut, "sent ") {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want exit 1 and no sent line", extra, code, out, errOut)
 		}
-		if !strings.Contains(errOut, "`proxbus streams apply`") || !strings.Contains(errOut, "nothing was sent") {
+		if !strings.Contains(errOut, "`proxbus streams apply --nats-url "+n.URL+"`") || !strings.Contains(errOut, "on NATS at "+n.URL) ||
+			!strings.Contains(errOut, "nothing was sent") {
 			t.Errorf("%v: stderr does not say to run proxbus streams apply: %s", extra, errOut)
 		}
 	}

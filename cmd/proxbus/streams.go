@@ -7,7 +7,6 @@ import (
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 )
 
 // streamsCmd is `proxbus streams apply`: it applies the stream and consumer configuration (what serve does at start) and
@@ -35,12 +34,12 @@ func (c *streamsApplyCmd) Run(e *cliEnv) error {
 		e.intIn("max-ack-pending", c.MaxAckPending, 0, maxMaxAckPending), e.durationIn("ack-wait", c.AckWait, minAckWait, maxAckWait)); err != nil {
 		return err
 	}
-	e.natsFromDev(&c.NATSURL, &c.SubjectPrefix)
-	nc, js, err := app.ConnectClient(c.NATSURL, c.security())
+	client, err := e.connectNATS(&c.natsFlags)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer client.Close()
+	ctx, js := client.ctx, client.js
 	cfg := consumer.Config{
 		Subjects: events.NewSubjects(c.SubjectPrefix), Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending,
 		Replicas: c.StreamReplicas, AckWait: c.AckWait,
