@@ -240,7 +240,9 @@ func runEnv(e *cliEnv, args []string) int {
 	case errors.As(err, &ee):
 		return ee.code
 	case errors.Is(err, errUsage) || errors.Is(err, config.ErrInvalid):
-		fmt.Fprintln(e.stderr, sanitizeLine("proxbus: "+err.Error()))
+		for l := range strings.Lines("proxbus: " + err.Error()) {
+			fmt.Fprintln(e.stderr, sanitizeLine(strings.TrimSuffix(l, "\n")))
+		}
 		return 2
 	default:
 		fmt.Fprintln(e.stderr, "proxbus:", err)

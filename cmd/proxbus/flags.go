@@ -95,6 +95,15 @@ func (e *cliEnv) durationIn(name string, v, lo, hi time.Duration) error {
 	return nil
 }
 
+// named is "--name ($PROXBUS_NAME)", or "--name (from $PROXBUS_NAME)" when the value came
+// from there: both ways of setting it, for a setting that is missing or unusable.
+func (e *cliEnv) named(name string) string {
+	if !e.set[name] && e.fromEnv[name] {
+		return "--" + name + " (from $" + envName(name) + ")"
+	}
+	return "--" + name + " ($" + envName(name) + ")"
+}
+
 // orList is "a, b or c".
 func orList(values []string) string {
 	if len(values) < 2 {
@@ -115,7 +124,7 @@ func (e *flagErrors) Error() string {
 	for i, err := range e.errs {
 		lines[i] = "  " + err.Error()
 	}
-	return fmt.Sprintf("%s: %d invalid flags:\n%s", errUsage, len(e.errs), strings.Join(lines, "\n"))
+	return fmt.Sprintf("%s: %d problems (fix them all, then run again):\n%s", errUsage, len(e.errs), strings.Join(lines, "\n"))
 }
 
 func (e *flagErrors) Unwrap() []error { return append([]error{errUsage}, e.errs...) }

@@ -180,3 +180,32 @@ func TestStreamsApplyNeverLowersSilently(t *testing.T) {
 		}
 	}
 }
+
+// TestServeReportsEveryProblemAtOnce pins that serve reports the problems of its flags and of
+// what they name (a NetBox URL without a scheme, with the fix; an endpoints file that cannot
+// be read; a Redis URL that does not parse) in one message, each naming its flag and
+// variable, exit 2, before connecting anything.
+func TestServeReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "endpoints.yaml")
+	code, _, errOut := runCLI(t, "serve", "--netbox-url", "127.0.0.1:18000", "--concurrency", "0", "--endpoints-file", missing,
+		"--redis-url", "127.0.0.1:6379")
+	if code != 2 {
+		t.Errorf("exit %d, want 2:\n%s", code, errOut)
+	}
+	for _, w := range []string{
+		"4 problems",
+		"--concurrency 0: must be 1–1024",
+		`--netbox-url ($PROXBUS_NETBOX_URL) "127.0.0.1:18000": it has no scheme: write http://127.0.0.1:18000`,
+		"--endpoints-file ($PROXBUS_ENDPOINTS_FILE) " + missing,
+		"--redis-url ($PROXBUS_REDIS_URL)",
+	} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, "serve")
+	if code != 2 || !strings.Contains(errOut, "--netbox-url ($PROXBUS_NETBOX_URL) is required") || !strings.Contains(errOut, "--endpoints-file ($PROXBUS_ENDPOINTS_FILE) is required") {
+		t.Errorf("serve without settings: exit %d:\n%s", code, errOut)
+	}
+}

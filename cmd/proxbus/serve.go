@@ -170,25 +170,25 @@ func (c *serveCmd) preflight(e *cliEnv) ([]proxmox.EndpointConfig, []error) {
 	var errs []error
 	switch u, err := url.Parse(strings.TrimSpace(c.NetBoxURL)); {
 	case c.NetBoxURL == "":
-		errs = append(errs, fmt.Errorf("%s is required: the NetBox base URL, e.g. https://netbox.example.net", e.shown("netbox-url")))
+		errs = append(errs, fmt.Errorf("%s is required: the NetBox base URL, e.g. https://netbox.example.net", e.named("netbox-url")))
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
 		hint := "it must be an http:// or https:// URL with a host, e.g. https://netbox.example.net"
 		if !strings.Contains(c.NetBoxURL, "://") {
 			hint = "it has no scheme: write http://" + c.NetBoxURL + " (or https://)"
 		}
-		errs = append(errs, fmt.Errorf("%s %q: %s", e.shown("netbox-url"), app.RedactURL(c.NetBoxURL), hint))
+		errs = append(errs, fmt.Errorf("%s %q: %s", e.named("netbox-url"), app.RedactURL(c.NetBoxURL), hint))
 	}
 	var eps []proxmox.EndpointConfig
 	if c.EndpointsFile == "" {
-		errs = append(errs, fmt.Errorf("%s is required: the YAML file of Proxmox endpoints (docs/configuration.md)", e.shown("endpoints-file")))
+		errs = append(errs, fmt.Errorf("%s is required: the YAML file of Proxmox endpoints (docs/operations.md)", e.named("endpoints-file")))
 	} else {
 		var err error
 		if eps, err = proxmox.LoadEndpoints(c.EndpointsFile); err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", e.shown("endpoints-file"), c.EndpointsFile, err))
+			errs = append(errs, fmt.Errorf("%s %s: %w", e.named("endpoints-file"), c.EndpointsFile, err))
 		}
 	}
 	if rdb, err := app.RedisClient(c.RedisURL, app.Security{}); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", e.shown("redis-url"), err))
+		errs = append(errs, fmt.Errorf("%s: %w", e.named("redis-url"), err))
 	} else {
 		_ = rdb.Close()
 	}
@@ -201,10 +201,10 @@ func (c *serveCmd) Run(e *cliEnv) error {
 	secrets, errs := c.checks(e)
 	ui, errUI := c.consoleFlags.config(e, false)
 	eps, pre := c.preflight(e)
+	warnUnknownEnv(e, secretEnvs(eps)...)
 	if err := e.problems(append(append(errs, errUI), pre...)...); err != nil {
 		return err
 	}
-	warnUnknownEnv(e, secretEnvs(eps)...)
 	cfg, err := c.build(e, secrets, ui)
 	if err != nil {
 		return err
