@@ -140,7 +140,7 @@ func (c *sendCmd) run(e *cliEnv) int {
 			}
 		},
 		OnStep: func(s events.Step) {
-			st.stepSeen = true
+			st.stepSeen, st.last = true, s
 			if prog != nil {
 				prog.Step(s)
 			}
@@ -200,6 +200,9 @@ func (c *sendCmd) run(e *cliEnv) int {
 type sendState struct {
 	acked    bool // JetStream acknowledged the publish
 	stepSeen bool // a step event of the command arrived
+	// last is the newest step event of the command: whether it waits (for an approval, a
+	// busy guest) or runs.
+	last events.Step
 }
 
 // sentLines are the text lines printed once JetStream acknowledged the publish: "sent …",
@@ -218,9 +221,19 @@ func sentLines(verb, id, follow string, s app.Sent) []string {
 // it. Before JetStream acknowledged the publish, it says the command may or may not be queued.
 func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState, why string) {
 	state := "is still queued: it runs when a replica takes it"
+	undo := "  cancel it:  proxbus cancel " + shellQuote(cmd.ID)
 	switch {
 	case !st.acked:
 		state = "may or may not be queued: JetStream had not acknowledged the publish"
+	case st.last.Status == events.StepWaiting && st.last.Step == "approval":
+		state = "is awaiting approval: it runs once another person approves it, and is answered 403 if rejected"
+		undo = "  reject it:  proxbus reject " + shellQuote(cmd.ID) + " --actor NAME"
+	case st.last.Status == events.StepWaiting:
+		state = "is waiting on a replica"
+		if st.last.Detail != "" {
+			state += " (" + st.last.Detail + ")"
+		}
+		state += " and runs when it can, without this command"
 	case st.stepSeen:
 		state = "is running on a replica and goes on without this command"
 	}
@@ -236,7 +249,7 @@ func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState,
 		tail = " " + strings.Join(extra, " ")
 	}
 	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("proxbus send: %s; command %s %s", why, cmd.ID, state)))
-	fmt.Fprintln(w, sanitizeLine("  cancel it:  proxbus cancel "+shellQuote(cmd.ID)+tail))
+	fmt.Fprintln(w, sanitizeLine(undo+tail))
 	fmt.Fprintln(w, sanitizeLine("  follow it:  proxbus events --id "+shellQuote(cmd.ID)+tail))
 }
 

@@ -222,6 +222,43 @@ func TestSendInterruptedRunning(t *testing.T) {
 	}
 }
 
+// TestSendInterruptedAwaitingApproval pins Ctrl-C on a command whose newest step waits for
+// an approval: it is said to await approval (not to run), and the way out is reject.
+func TestSendInterruptedAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	n := natsWithStreams(t, embedded.NATSOptions{})
+	subjects := events.NewSubjects("")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errOut := newLineWriter()
+	done := make(chan int, 1)
+	go func() {
+		done <- cmdSend(ctx, []string{"vm.start", "--endpoint", "1", "--data", `{"vm":100}`, "--id", "int-3", "--nats-url", n.URL},
+			strings.NewReader(""), &strings.Builder{}, errOut)
+	}()
+	if l := errOut.next(t); !strings.HasPrefix(l, "sent vm.start id=int-3") {
+		t.Fatalf("first line %q, want the sent line", l)
+	}
+	cmd := events.Command{ID: "int-3", Source: defaultSource, Verb: "vm.start"}
+	publishEvent(t, n.JS, subjects, cmd, events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval"})
+	if l := errOut.next(t); !strings.Contains(l, "approval") {
+		t.Fatalf("line %q, want the approval step", l)
+	}
+	cancel()
+	if code := <-done; code != exitInterrupted {
+		t.Errorf("exit %d, want 130", code)
+	}
+	for _, want := range []string{
+		"proxbus send: interrupted; command int-3 is awaiting approval: it runs once another person approves it, and is answered 403 if rejected",
+		"  reject it:  proxbus reject int-3 --actor NAME",
+		"  follow it:  proxbus events --id int-3",
+	} {
+		if l := errOut.next(t); l != want {
+			t.Errorf("line %q, want %q", l, want)
+		}
+	}
+}
+
 func publishEvent(t *testing.T, js jetstream.JetStream, subjects events.Subjects, cmd events.Command, p events.Payload) {
 	t.Helper()
 	_, msg, err := events.NewEmitter(subjects, "test").Event(events.OriginOf(cmd), p)
