@@ -404,7 +404,9 @@ func Serve(ctx context.Context, cfg Config) error {
 			return nil
 		}},
 	}
-	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, trackedChecks(tracker, cfg.Endpoints)...)...))
+	tracked := trackedChecks(tracker, cfg.Endpoints)
+	tracked[0].Check = (&netboxProbe{nb: nb, tracker: tracker, now: time.Now}).Check // NetBox itself, not only what commands saw
+	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, tracked...)...))
 	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
 	if cfg.Ingress.enabled() {
 		if err := cfg.Ingress.mount(mux, rules, deps); err != nil {
