@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
@@ -23,10 +24,11 @@ import (
 // note when the NATS port asked for was taken and the run file's path. --demo plays the tour
 // and returns. It refuses to start while another live dev owns the run file.
 type devCmd struct {
-	Demo     bool   `name:"demo" help:"Play a scripted tour of every verb, then exit (0 only when every outcome matched)."`
-	RedisURL string `name:"redis-url" help:"Use this Redis instead of the embedded, non-durable one."`
-	NATSPort int    `name:"nats-port" default:"${dev_nats_port}" help:"Embedded NATS port to try first (a free one when taken; -1: any free port)."`
-	HTTPAddr string `name:"http-addr" default:"${dev_http_addr}" help:"Listen address of the web console /ui, /metrics, /healthz and /readyz (a free loopback port when the default is taken)."`
+	Demo         bool          `name:"demo" help:"Play a scripted tour of every verb, then exit (0 only when every outcome matched)."`
+	RedisURL     string        `name:"redis-url" help:"Use this Redis instead of the embedded, non-durable one."`
+	NATSPort     int           `name:"nats-port" default:"${dev_nats_port}" help:"Embedded NATS port to try first (a free one when taken; -1: any free port)."`
+	HTTPAddr     string        `name:"http-addr" default:"${dev_http_addr}" help:"Listen address of the web console /ui, /metrics, /healthz and /readyz (a free loopback port when the default is taken)."`
+	TaskDuration time.Duration `name:"task-duration" default:"0s" help:"How long each simulated Proxmox task runs (0: 50ms), e.g. 30s to watch a progress bar."`
 	consoleFlags
 	logFlags
 }
@@ -40,7 +42,8 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func (c *devCmd) Run(e *cliEnv) error {
 	ctx, stdout := e.ctx, e.stdout
 	ui, errUI := c.consoleFlags.config(e, true) // without token files: anonymous on loopback only
-	errs := append(c.logFlags.check(e), errUI, e.intIn("nats-port", c.NATSPort, -1, 65535), e.intIn("ui-history", c.UIHistory, 100, maxConsoleHistory))
+	errs := append(c.logFlags.check(e), errUI, e.intIn("nats-port", c.NATSPort, -1, 65535), e.intIn("ui-history", c.UIHistory, 100, maxConsoleHistory),
+		e.durationIn("task-duration", c.TaskDuration, 0, maxTaskDuration))
 	if err := e.problems(errs...); err != nil {
 		return err
 	}
@@ -59,7 +62,7 @@ func (c *devCmd) Run(e *cliEnv) error {
 		return err
 	}
 	log := slog.New(h)
-	env, err := app.StartDev(app.DevOptions{RedisURL: c.RedisURL, NATSPort: c.NATSPort, Logger: log.With("component", "sim")})
+	env, err := app.StartDev(app.DevOptions{RedisURL: c.RedisURL, NATSPort: c.NATSPort, TaskDuration: c.TaskDuration, Logger: log.With("component", "sim")})
 	if err != nil {
 		return err
 	}
@@ -122,6 +125,9 @@ func (c *devCmd) Run(e *cliEnv) error {
 	}
 	return <-serveErr
 }
+
+// maxTaskDuration bounds --task-duration: a simulated task longer than this only stalls.
+const maxTaskDuration = time.Hour
 
 // defaultDevHTTPAddr is where dev serves the web console unless told otherwise.
 const defaultDevHTTPAddr = "127.0.0.1:8090"

@@ -491,3 +491,44 @@ func TestJournalPending(t *testing.T) {
 		t.Fatalf("--output json: code %d\n%s\n%s", code, out, errOut)
 	}
 }
+
+// TestSimTaskDuration pins `sim pve --task-duration`: a task started on the simulator is still
+// running when read back, so a progress bar can be watched; sim netbox refuses the flag.
+func TestSimTaskDuration(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := newLineWriter()
+	done := make(chan error, 1)
+	go func() { done <- cmdSim(ctx, []string{"pve", "--task-duration", "1h"}, out, io.Discard) }()
+	base := out.next(t)
+	if ready := out.next(t); ready != "ready" {
+		t.Fatalf("second line %q, want ready", ready)
+	}
+	call := func(method, path string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+"/api2/json"+path, nil)
+		req.Header.Set("Authorization", "PVEAPIToken="+app.DemoPVETokenID+"="+app.DemoPVESecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %v", method, path, resp.StatusCode, err)
+		}
+		return body
+	}
+	upid, _ := call("POST", "/nodes/pve2/qemu/101/status/start")["data"].(string)
+	status := call("GET", "/nodes/pve2/tasks/"+upid+"/status")["data"].(map[string]any)
+	if status["status"] != "running" {
+		t.Errorf("task %s: %v, want running for an hour", upid, status)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("sim returned %v", err)
+	}
+	if code, _, errOut := runCLI(t, "sim", "netbox", "--task-duration", "1s"); code != 2 || !strings.Contains(errOut, "--task-duration is for sim pve") {
+		t.Errorf("sim netbox --task-duration: exit %d %s", code, errOut)
+	}
+}

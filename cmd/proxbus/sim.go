@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	simnetbox "github.com/proxbus/proxbus/internal/sim/netbox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
@@ -21,6 +22,8 @@ type simCmd struct {
 type simOneCmd struct {
 	Addr     string `name:"addr" default:"127.0.0.1:0" help:"Listen address."`
 	Scenario string `name:"scenario" default:"demo" help:"demo, or empty for an empty cluster."`
+	// TaskDuration applies to sim pve only.
+	TaskDuration time.Duration `name:"task-duration" default:"0s" help:"sim pve: how long each simulated task runs (0: 50ms), e.g. 30s to watch a progress bar."`
 }
 
 // cmdSim runs `proxbus sim args`.
@@ -32,6 +35,12 @@ func cmdSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func (c *simOneCmd) Run(e *cliEnv) error {
 	ctx, stdout, stderr := e.ctx, e.stdout, e.stderr
 	which := strings.Fields(e.command)[1]
+	if err := e.problems(e.durationIn("task-duration", c.TaskDuration, 0, maxTaskDuration)); err != nil {
+		return err
+	}
+	if which != "pve" && c.TaskDuration != 0 {
+		return fmt.Errorf("%w: --task-duration is for sim pve (NetBox has no tasks)", errUsage)
+	}
 	h, err := logHandler(stderr, "auto", "info")
 	if err != nil {
 		return err
@@ -43,7 +52,7 @@ func (c *simOneCmd) Run(e *cliEnv) error {
 	}
 	var srv server
 	if which == "pve" {
-		srv = simpve.New(simpve.Options{Scenario: c.Scenario, Logger: log})
+		srv = simpve.New(simpve.Options{Scenario: c.Scenario, Logger: log, TaskDuration: c.TaskDuration})
 	} else {
 		srv = simnetbox.New(simnetbox.Options{Scenario: c.Scenario, Logger: log})
 	}

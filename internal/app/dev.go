@@ -46,6 +46,9 @@ type DevOptions struct {
 	NATSPort int
 	// Logger receives the simulators' logs.
 	Logger *slog.Logger
+	// TaskDuration is how long each simulated Proxmox task runs (0: the simulator's default;
+	// see simpve.Options.TaskDuration).
+	TaskDuration time.Duration
 }
 
 // DevEnv is the infrastructure of `proxbus dev`: embedded NATS JetStream, a store, and both
@@ -124,7 +127,7 @@ func StartDev(opts DevOptions) (*DevEnv, error) {
 		}()
 	}
 
-	env.PVE = simpve.New(simpve.Options{Scenario: "demo", Logger: opts.Logger})
+	env.PVE = simpve.New(simpve.Options{Scenario: "demo", Logger: opts.Logger, TaskDuration: opts.TaskDuration})
 	if env.PVEURL, err = env.PVE.Start("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("pve simulator: %w", err)
 	}
