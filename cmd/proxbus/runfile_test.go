@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,9 +85,14 @@ func deadPID(t *testing.T) int {
 }
 
 // startDev runs `proxbus dev` in-process with args until the test ends and returns its
-// stdout lines up to and including the run file's.
+// stdout lines up to and including the run file's. Unless args name one, the web console
+// listens on a free loopback port: the default 127.0.0.1:8090 may be taken by the user's own
+// `proxbus dev`, which would add a note line.
 func startDev(t *testing.T, args ...string) []string {
 	t.Helper()
+	if !slices.Contains(args, "--http-addr") {
+		args = append(args, "--http-addr", "127.0.0.1:0")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := newLineWriter()
 	done := make(chan error, 1)

@@ -25,7 +25,7 @@ const (
 	// Live is how recently a replica must have announced itself to count as running.
 	Live = 3 * Interval
 	// Forget is how long an announcement is kept after its replica stopped.
-	Forget = 7 * 24 * time.Hour
+	Forget = 24 * time.Hour
 )
 
 // ErrNotServed: no replica ever announced the key prefix in this Redis.
