@@ -37,6 +37,22 @@ const (
 // DefaultDevNATSPort is the port [StartDev] tries first for the embedded NATS.
 const DefaultDevNATSPort = 4222
 
+// deleteRunKeys removes this run's keys from the Redis given by URL: no later run uses its
+// prefix, and they would otherwise stay there up to their TTLs (a day for finished commands).
+func (e *DevEnv) deleteRunKeys() {
+	rdb, err := RedisClient(e.RedisURL, Security{})
+	if err != nil {
+		return
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, e.RedisKeyPrefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
+
 // DevOptions configures [StartDev]. The zero value of every field means its default.
 type DevOptions struct {
 	// RedisURL is a real Redis to use; empty starts the embedded, non-durable one.
@@ -212,10 +228,14 @@ func (e *DevEnv) ServeConfig() Config {
 	}
 }
 
-// Close stops everything StartDev started and removes JetStream's temporary directory.
+// Close stops everything StartDev started, removes JetStream's temporary directory and, in a
+// Redis given by URL, this run's keys.
 func (e *DevEnv) Close() {
 	for i := len(e.closer) - 1; i >= 0; i-- {
 		_ = e.closer[i].Close()
+	}
+	if !e.RedisEmbedded && e.RedisKeyPrefix != "" {
+		e.deleteRunKeys()
 	}
 	if e.stop != nil {
 		e.stop()
