@@ -159,6 +159,9 @@ func TestBuildVersion(t *testing.T) {
 		{"modified tree", debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: setting("vcs.revision", "abc", "vcs.modified", "true")},
 			"devel (commit abc+dirty)"},
 		{"go install module@version", debug.BuildInfo{Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3"},
+		{"pseudo-version naming the commit", debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20261202014111-f84ecf1f2b99"},
+			Settings: setting("vcs.revision", "f84ecf1f2b992c15cdd5", "vcs.time", "2026-12-02T01:41:11Z")},
+			"v0.0.0-20261202014111-f84ecf1f2b99 (2026-12-02T01:41:11Z)"},
 		{"no vcs", debug.BuildInfo{}, "devel"},
 	}
 	for _, tt := range tests {

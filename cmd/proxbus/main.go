@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/lmittmann/tint"
@@ -54,6 +55,12 @@ func buildVersion(bi *debug.BuildInfo) string {
 	}
 	if len(rev) > 12 {
 		rev = rev[:12]
+	}
+	if strings.Contains(v, rev) { // Go 1.24+: a pseudo-version that names the commit already
+		if at == "" {
+			return v
+		}
+		return fmt.Sprintf("%s (%s)", v, at)
 	}
 	if dirty {
 		rev += "+dirty"
