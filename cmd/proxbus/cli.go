@@ -45,7 +45,8 @@ type cli struct {
 // description is the text under the usage line of `proxbus -h`.
 const description = `Drive Proxmox VE through NATS JetStream.
 
-Every flag has a PROXBUS_* environment variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
+Every flag but those naming one command (--id, --data, --yes, …) has a PROXBUS_* environment
+variable (e.g. --nats-url ↔ PROXBUS_NATS_URL).
 While 'proxbus dev' runs, the client subcommands use its NATS and Redis unless given
 --nats-url or --redis-url, and say so: dev writes them to $PROXBUS_RUN_DIR/dev.json (default
 $XDG_RUNTIME_DIR/proxbus, else proxbus-<uid> in the temporary directory).
@@ -114,7 +115,7 @@ func (e *cliEnv) Validate(*kong.Application) error { return nil }
 // for [cliEnv.problems], so that every bad variable is reported at once with the other
 // problems.
 func (e *cliEnv) Resolve(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, error) {
-	if flag.Name == "help" {
+	if !hasEnv(flag) {
 		return nil, nil
 	}
 	name := envName(flag.Name)
@@ -130,6 +131,13 @@ func (e *cliEnv) Resolve(_ *kong.Context, _ *kong.Path, flag *kong.Flag) (any, e
 	}
 	e.fromEnv[flag.Name] = true
 	return raw, nil
+}
+
+// hasEnv reports whether flag has a PROXBUS_* variable: every flag but -h and those tagged
+// noenv, which name one command (--id, --data, …) or confirm one (--yes): a variable left in
+// the environment would repeat them for every command.
+func hasEnv(flag *kong.Flag) bool {
+	return flag.Name != "help" && !flag.Tag.Has("noenv")
 }
 
 // typeWanted says what a value of type t looks like, for a value that did not parse as one.
@@ -199,7 +207,7 @@ func newParser(c *cli, e *cliEnv) (*kong.Kong, error) {
 // variable sets it.
 func addEnvHelp(k *kong.Kong) error {
 	return kong.Visit(k.Model, func(node kong.Visitable, next kong.Next) error {
-		if f, ok := node.(*kong.Flag); ok && f.Name != "help" && !strings.Contains(f.Help, "($PROXBUS_") {
+		if f, ok := node.(*kong.Flag); ok && hasEnv(f) && !strings.Contains(f.Help, "($PROXBUS_") {
 			f.Help += " ($" + envName(f.Name) + ")"
 		}
 		return next(nil)

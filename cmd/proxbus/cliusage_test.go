@@ -170,3 +170,31 @@ func TestBuildVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestOneCommandFlagsHaveNoVariable pins that the flags naming one command or confirming one
+// (--id, --data, --yes, …) are not read from the environment, where a leftover variable would
+// repeat them for every command, and that such a variable is warned about as unread.
+func TestOneCommandFlagsHaveNoVariable(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"PROXBUS_ID": "same-id", "PROXBUS_DATA": `{"vm":1}`, "PROXBUS_YES": "true", "PROXBUS_ENDPOINT": "3"}
+	c, e, err := parseCLI(t, env, "send", "vm.start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Send.ID != "" || c.Send.Data != "{}" || c.Send.Endpoint != 3 {
+		t.Errorf("send from the environment: id %q data %q endpoint %d; want no id, the default data, endpoint 3", c.Send.ID, c.Send.Data, c.Send.Endpoint)
+	}
+	c, _, err = parseCLI(t, env, "dlq", "purge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DLQ.Purge.Yes {
+		t.Error("dlq purge took --yes from $PROXBUS_YES")
+	}
+	var out strings.Builder
+	e.stderr = &out
+	warnUnknownEnv(e)
+	if !strings.Contains(out.String(), "$PROXBUS_YES is set but proxbus reads no such variable") || strings.Contains(out.String(), "PROXBUS_ENDPOINT") {
+		t.Errorf("warnings:\n%s", out.String())
+	}
+}

@@ -59,8 +59,8 @@ type dlqSeqCmd struct {
 
 // dlqPurgeCmd is `proxbus dlq purge`.
 type dlqPurgeCmd struct {
-	Before string `name:"before" help:"Only letters stored before this time (RFC 3339, or a duration back from now like 24h)."`
-	Yes    bool   `name:"yes" help:"Do not ask (required without --before or when stdin is not a terminal)."`
+	Before string `name:"before" noenv:"" help:"Only letters stored before this time (RFC 3339, or a duration back from now like 24h)."`
+	Yes    bool   `name:"yes" noenv:"" help:"Do not ask (required without --before or when stdin is not a terminal)."`
 	natsFlags
 	outputFlags
 }

@@ -26,7 +26,7 @@ func knownEnv(k *kong.Kong) map[string]bool {
 		known[n] = true
 	}
 	_ = kong.Visit(k.Model, func(node kong.Visitable, next kong.Next) error {
-		if f, ok := node.(*kong.Flag); ok && f.Name != "help" {
+		if f, ok := node.(*kong.Flag); ok && hasEnv(f) {
 			known[envName(f.Name)] = true
 		}
 		return next(nil)

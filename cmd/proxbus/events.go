@@ -24,7 +24,7 @@ import (
 // per event: {"subject","type","id","time","data"} with data the event's own document.
 // Without --nats-url it follows a running `proxbus dev` (see [cliEnv.natsFromDev]).
 type eventsCmd struct {
-	ID     string `name:"id" help:"Follow one command (its CloudEvents id)."`
+	ID     string `name:"id" noenv:"" help:"Follow one command (its CloudEvents id)."`
 	Source string `name:"source" default:"${default_source}" help:"The command's source (needed only for ids that are not plain tokens)."`
 	All    bool   `name:"all" help:"Start with the oldest stored event instead of new ones."`
 	Follow bool   `name:"follow" help:"With --id: keep following after the result instead of returning."`

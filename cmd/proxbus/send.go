@@ -39,13 +39,13 @@ const exitInterrupted = 130
 type sendCmd struct {
 	Verb           string        `arg:"" optional:"" help:"The verb, e.g. storage.pbs.create (proxbus completion offers them)."`
 	Endpoint       int64         `name:"endpoint" help:"NetBox ProxmoxEndpoint id (endpointid)."`
-	Data           string        `name:"data" default:"{}" help:"Command data: JSON, @file, or @- to read it from stdin."`
-	IdempotencyKey string        `name:"idempotency-key" help:"Idempotency-Key."`
-	ID             string        `name:"id" help:"Command id (default random)."`
+	Data           string        `name:"data" noenv:"" default:"{}" help:"Command data: JSON, @file, or @- to read it from stdin."`
+	IdempotencyKey string        `name:"idempotency-key" noenv:"" help:"Idempotency-Key."`
+	ID             string        `name:"id" noenv:"" help:"Command id (default random)."`
 	Source         string        `name:"source" default:"${default_source}" help:"Command source."`
 	Actor          string        `name:"actor" help:"Actor recorded in the journal."`
-	Expires        string        `name:"expires" help:"The command must not start after this: a duration from now (10m) or an RFC 3339 time."`
-	DryRun         bool          `name:"dry-run" help:"Plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan."`
+	Expires        string        `name:"expires" noenv:"" help:"The command must not start after this: a duration from now (10m) or an RFC 3339 time."`
+	DryRun         bool          `name:"dry-run" noenv:"" help:"Plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan."`
 	NoWait         bool          `name:"no-wait" help:"Publish and exit without waiting for the result."`
 	Timeout        time.Duration `name:"timeout" default:"5m" help:"How long to wait for the result."`
 	natsFlags
