@@ -269,7 +269,8 @@ func execute(e *cliEnv, args []string) error {
 	}
 	e.known = knownEnv(parser)
 	switch {
-	case len(args) == 0:
+	case len(args) == 0: // a usage error: the usage goes to stderr
+		parser.Stdout = e.stderr
 		ctx, _ := kong.Trace(parser, nil)
 		_ = ctx.PrintUsage(false)
 		return exitError{code: 2}
