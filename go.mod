@@ -3,6 +3,7 @@ module github.com/proxbus/proxbus
 go 1.26.0
 
 require (
+	github.com/alecthomas/kong v1.17.0
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/cloudevents/sdk-go/protocol/nats_jetstream/v2 v2.16.2

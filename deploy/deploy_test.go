@@ -529,6 +529,8 @@ func TestSystemdUnit(t *testing.T) {
 	want := map[string]string{
 		"ExecStart": "/usr/local/bin/proxbus serve", "NoNewPrivileges": "yes", "ProtectSystem": "strict",
 		"DynamicUser": "yes", "PrivateTmp": "yes", "KillSignal": "SIGTERM", "EnvironmentFile": "/etc/proxbus/proxbus.env",
+		// DynamicUser cannot read /etc/proxbus: the files it needs are credentials.
+		"LoadCredential": "endpoints.yaml:/etc/proxbus/credentials/endpoints.yaml", "Environment": "PROXBUS_ENDPOINTS_FILE=%d/endpoints.yaml",
 	}
 	for k, v := range want {
 		if !slices.Contains(svc[k], v) {

@@ -30,10 +30,12 @@ type provisionOut struct {
 	RelocateTasks []struct {
 		Disk, UPID, State string
 	} `json:"relocate_tasks"`
-	ConfigUPID string `json:"config_upid"`
-	ResizeUPID string `json:"resize_upid"`
-	StartUPID  string `json:"start_upid"`
-	Status     string `json:"status"`
+	UnusedSourceDisks    []string `json:"unused_source_disks"`
+	TemplateLocalVolumes []string `json:"template_local_volumes"`
+	ConfigUPID           string   `json:"config_upid"`
+	ResizeUPID           string   `json:"resize_upid"`
+	StartUPID            string   `json:"start_upid"`
+	Status               string   `json:"status"`
 }
 
 func provisionOutput(t *testing.T, res events.Result) provisionOut {
@@ -138,6 +140,8 @@ func TestProvisionFromTemplate(t *testing.T) {
 		}
 		if len(cfg.Unused) != 1 || cfg.Unused[0].Storage != "ceph" {
 			t.Errorf("unused %+v: the source copy must stay as an unused disk", cfg.Unused)
+		} else if want := cfg.Unused[0].Storage + ":" + cfg.Unused[0].Volume; !slices.Equal(out.UnusedSourceDisks, []string{want}) {
+			t.Errorf("output unused_source_disks %v, want the unused source copy [%s]", out.UnusedSourceDisks, want)
 		}
 		nics := map[string]guestconfig.NIC{}
 		for _, n := range cfg.NICs {
@@ -213,6 +217,24 @@ func TestProvisionRefusals(t *testing.T) {
 	if n := e.pve.Requests("POST", "/nodes/pve1/qemu/8000/clone"); n != 0 {
 		t.Errorf("clones sent after refusals: %d", n)
 	}
+
+	t.Run("cross-node from a template on local storage: refused before cloning", func(t *testing.T) {
+		cmd := e.guestCommand("vm.provision", `{"source":{"template_vmid":9000},"new_vmid":411,"new_name":"x","target_node":"pve2","storage":"local-lvm"}`)
+		res := e.send(cmd)
+		if res.Status != 409 || res.Reason != "template_storage_not_shared" || !slices.Equal(res.Fields, []string{"target_node"}) {
+			t.Fatalf("%d %s %v %s", res.Status, res.Reason, res.Fields, res.Detail)
+		}
+		out := provisionOutput(t, res)
+		if len(out.TemplateLocalVolumes) == 0 || !strings.Contains(res.Detail, "local-lvm:") || !strings.Contains(res.Detail, "Provision it on pve1") {
+			t.Errorf("the refusal does not name the disks and what to do: %s %+v", res.Detail, out)
+		}
+		if n := e.pve.Requests("POST", "/nodes/pve1/qemu/9000/clone"); n != 0 {
+			t.Errorf("%d clone requests reached Proxmox", n)
+		}
+		if _, ok := e.pve.Guest(411); ok {
+			t.Error("a VM was created")
+		}
+	})
 
 	t.Run("a failed move stops configuration and start", func(t *testing.T) {
 		e.pve.FailMove(410, "scsi0", "storage migration failed: no space left")

@@ -81,7 +81,7 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 			data: `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048,"cores":2,"disk_gb":10,` +
 				`"cloud_init":{"user":"ops","password":"demo-ci-secret","ssh_keys":["ssh-ed25519 AAAAC3Nza demo@proxbus"],"ipconfig0":"ip=dhcp"},"extra_networks":[{"index":1,"bridge":"vmbr1","vlan_tag":20}]}`,
 			status: 201, result: ResultCreated,
-			calls: []string{"GET /nodes/{node}/network", resources, storages,
+			calls: []string{"GET /nodes/{node}/network", resources, storages, qemuConfig,
 				"POST /nodes/{node}/qemu/{vmid}/clone", qemuConfig, "POST /nodes/{node}/qemu/{vmid}/move_disk",
 				"POST /nodes/{node}/qemu/{vmid}/config", "PUT /nodes/{node}/qemu/{vmid}/resize",
 				"POST /nodes/{node}/qemu/{vmid}/status/start"}, polls: 5},

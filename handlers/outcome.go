@@ -47,6 +47,9 @@ const (
 	ReasonConfigReadFailed         = "config_read_failed"
 	ReasonExtraNetworksLocked      = "extra_networks_locked"
 	ReasonTargetStorageUnavailable = "target_storage_unavailable"
+	// ReasonTemplateStorageNotShared: a cross-node vm.provision from a template with a
+	// volume on storage that is not shared, which Proxmox refuses to clone to another node.
+	ReasonTemplateStorageNotShared = "template_storage_not_shared"
 	ReasonStorageLookupFailed      = "storage_lookup_failed"
 	ReasonRelocateDiskFailed       = "relocate_disk_failed"
 	ReasonProxmoxWriteUnconfirmed  = "proxmox_write_unconfirmed"

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -105,10 +106,16 @@ type provisionOutput struct {
 	DownloadUPID  string            `json:"download_upid,omitempty"`
 	RelocateUPIDs map[string]string `json:"relocate_upids,omitempty"`
 	RelocateTasks []relocateTask    `json:"relocate_tasks,omitempty"`
-	ConfigUPID    string            `json:"config_upid,omitempty"`
-	ResizeUPID    string            `json:"resize_upid,omitempty"`
-	StartUPID     string            `json:"start_upid,omitempty"`
-	Status        string            `json:"status,omitempty"`
+	// UnusedSourceDisks are the source copies relocate_disk left on the new VM as unusedN
+	// volumes (move_disk with delete=0): storage:volume, for the operator to remove.
+	UnusedSourceDisks []string `json:"unused_source_disks,omitempty"`
+	// TemplateLocalVolumes name the template's volumes on storage that is not shared (drive
+	// storage:volume), with 409 template_storage_not_shared.
+	TemplateLocalVolumes []string `json:"template_local_volumes,omitempty"`
+	ConfigUPID           string   `json:"config_upid,omitempty"`
+	ResizeUPID           string   `json:"resize_upid,omitempty"`
+	StartUPID            string   `json:"start_upid,omitempty"`
+	Status               string   `json:"status,omitempty"`
 }
 
 // relocateTask is one disk move dispatched by relocate_disk.
@@ -171,7 +178,7 @@ func (p *provision) run(ctx context.Context) (Outcome, error) {
 	var direct bool
 	if in.Source.Image != nil {
 		out = p.importImage(ctx, inv)
-	} else {
+	} else if out = p.templateShared(ctx, inv); out == nil {
 		direct, out = p.cloneTemplate(ctx, inv)
 	}
 	if out != nil {
@@ -344,6 +351,62 @@ func findStorage(inv []proxmox.StorageStatus, storage, node string) (proxmox.Sto
 	return proxmox.StorageStatus{}, false
 }
 
+// templateShared refuses, before anything is created, a clone of the template to another node
+// when one of its volumes is on storage the inventory says is not shared on the template's
+// node: Proxmox refuses it ("can't clone VM to node … (VM uses local storage)",
+// qemu-server PVE::API2::Qemu clone_vm and $check_storage_access_clone, which count every
+// drive's volume, CD-ROM and Cloud-Init ones included, but "none" and the host "cdrom"). A
+// template configuration that cannot be read leaves the decision to Proxmox.
+func (p *provision) templateShared(ctx context.Context, inv []proxmox.StorageStatus) *Outcome {
+	in := p.in
+	if in.TargetNode == in.template.Node {
+		return nil
+	}
+	raw, err := p.x.Proxmox.RawVMConfig(ctx, in.template.Node, in.template.VMID)
+	if err != nil {
+		return nil
+	}
+	local := localVolumes(raw, inv, in.template.Node)
+	if len(local) == 0 {
+		return nil
+	}
+	detail := fmt.Sprintf("template %d on %s has volumes on storage that is not shared (%s): Proxmox clones it only to its own node. "+
+		"Provision it on %s (target_node) and migrate the VM, or move the template's disks to shared storage",
+		in.template.VMID, in.template.Node, strings.Join(local, ", "), in.template.Node)
+	p.step(ctx, stepImportImage, events.StepSkipped, "", "")
+	p.step(ctx, stepCloneTemplate, events.StepError, "", detail)
+	p.out.TemplateLocalVolumes = local
+	out := p.fail(Outcome{Status: 409, Result: ResultRefused, Reason: ReasonTemplateStorageNotShared, Fields: []string{"target_node"}, Detail: detail})
+	return &out
+}
+
+// templateDrive matches the configuration keys of QEMU drives (qemu-server's drive keys).
+var templateDrive = regexp.MustCompile(`^(ide|sata|scsi|virtio)\d+$|^efidisk0$|^tpmstate0$`)
+
+// localVolumes are the drives of raw (a QEMU configuration) whose volume is on a storage the
+// inventory lists as not shared on node, as "drive storage:volume", sorted.
+func localVolumes(raw map[string]string, inv []proxmox.StorageStatus, node string) []string {
+	var out []string
+	for key, value := range raw {
+		if !templateDrive.MatchString(key) {
+			continue
+		}
+		volid, _, _ := strings.Cut(value, ",")
+		if v, ok := strings.CutPrefix(volid, "file="); ok {
+			volid = v
+		}
+		storage, _, ok := strings.Cut(volid, ":")
+		if !ok || volid == "none" || volid == "cdrom" || strings.HasPrefix(volid, "/") {
+			continue
+		}
+		if st, found := findStorage(inv, storage, node); found && !st.Shared {
+			out = append(out, key+" "+volid)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // cloneTemplate clones directly when the destination is shared on the template node, on the
 // same node, or not asked for; otherwise it clones without a storage override and reports that
 // relocate_disk must follow.
@@ -417,6 +480,7 @@ func (p *provision) relocate(ctx context.Context) *Outcome {
 		}
 		p.out.RelocateTasks = append(p.out.RelocateTasks, task)
 		p.out.RelocateUPIDs[d.Device] = upid
+		p.out.UnusedSourceDisks = append(p.out.UnusedSourceDisks, d.Storage+":"+d.Volume)
 	}
 	p.out.RelocateTasks = nil // reported only with a failure
 	return nil

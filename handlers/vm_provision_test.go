@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
@@ -55,5 +56,38 @@ func TestNICRendering(t *testing.T) {
 	}
 	if got := renderNIC("", ExtraNetwork{Index: 2, Bridge: "vmbr1", Model: "virtio"}); got != "virtio,bridge=vmbr1" {
 		t.Errorf("renderNIC new = %q", got)
+	}
+}
+
+// TestLocalVolumes pins which template volumes make a cross-node clone impossible: every
+// drive's volume on a storage not shared on the template's node, CD-ROM and Cloud-Init ones
+// included; "none", the host "cdrom", host paths and storages the inventory does not list are
+// left to Proxmox.
+func TestLocalVolumes(t *testing.T) {
+	t.Parallel()
+	inv := []proxmox.StorageStatus{
+		{Storage: "local-lvm", Node: "pve1"}, {Storage: "local", Node: "pve1"},
+		{Storage: "ceph", Node: "pve1", Shared: true}, {Storage: "local-lvm", Node: "pve2"},
+	}
+	raw := map[string]string{
+		"scsi0":     "local-lvm:base-9000-disk-0,size=8G",
+		"scsi1":     "ceph:base-9000-disk-1,size=8G",
+		"ide2":      "local-lvm:vm-9000-cloudinit,media=cdrom",
+		"ide0":      "file=local:iso/ubuntu.iso,media=cdrom",
+		"ide1":      "none,media=cdrom",
+		"sata0":     "cdrom,media=cdrom",
+		"virtio0":   "/dev/sdb",
+		"efidisk0":  "elsewhere:vm-9000-disk-2",
+		"unused0":   "local-lvm:vm-9000-disk-9",
+		"net0":      "virtio,bridge=vmbr0",
+		"tpmstate0": "ceph:vm-9000-disk-3,size=4M",
+	}
+	got := localVolumes(raw, inv, "pve1")
+	want := []string{"ide0 local:iso/ubuntu.iso", "ide2 local-lvm:vm-9000-cloudinit", "scsi0 local-lvm:base-9000-disk-0"}
+	if !slices.Equal(got, want) {
+		t.Errorf("localVolumes = %v\nwant %v", got, want)
+	}
+	if got := localVolumes(map[string]string{"scsi0": "ceph:base-1-disk-0"}, inv, "pve1"); len(got) != 0 {
+		t.Errorf("a template on shared storage: %v", got)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
@@ -26,46 +26,48 @@ func newCLICommandID() string {
 	return "cli-" + hex.EncodeToString(b)
 }
 
-// cmdDecide publishes command.approve or command.reject (verb) on the command ID from
-// --source (contract §4b) as --actor, who must not be the command's own actor, and waits for
-// its answer: a line saying what was decided with --output text, the result document with
-// --output json. Without --nats-url it works on a running `proxbus dev`.
-func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr io.Writer) error {
-	name := map[string]string{"command.approve": "approve", "command.reject": "reject"}[verb]
-	fs := newFlagSet(name, stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs, app.InboxApprover)
-	prefix := addSubjectPrefixFlag(fs, "subject prefix")
-	source := fs.str("source", defaultSource, "the source of the command decided on")
-	reason := fs.str("reason", "", "why (optional; journaled with the decision, and in a rejected command's result)")
-	actor := fs.str("actor", "", "who decides (required; recorded in the command's journal entry; not the command's own actor)")
-	timeout := fs.duration("timeout", time.Minute, "how long to wait for the answer")
-	output := outputFlag(fs)
-	id, err := fs.parseWithArg(args)
-	if err != nil {
-		return err
-	}
-	format, err := outputOf(output)
+// decideCmd is `proxbus approve|reject ID --actor NAME`: it publishes command.approve or
+// command.reject on the command ID from --source (contract §4b) as --actor, who must not be
+// the command's own actor, and waits for its answer: a line saying what was decided with
+// --output text, the result document with --output json. Without --nats-url it works on a
+// running `proxbus dev`.
+type decideCmd struct {
+	ID      string        `arg:"" optional:"" help:"The id of the command awaiting approval (proxbus pending lists them)."`
+	Source  string        `name:"source" default:"${default_source}" help:"The source of the command decided on."`
+	Actor   string        `name:"actor" help:"Who decides (required; recorded in the command's journal entry; not the command's own actor)."`
+	Reason  string        `name:"reason" help:"Why (journaled with the decision, and in a rejected command's result)."`
+	Timeout time.Duration `name:"timeout" default:"1m" help:"How long to wait for the answer."`
+	natsFlags
+	outputFlags
+}
+
+// Run publishes the decision and waits for its answer.
+func (c *decideCmd) Run(e *cliEnv) error {
+	ctx, stdout := e.ctx, e.stdout
+	name := strings.Fields(e.command)[0]
+	verb := "command." + name
+	id := c.ID
+	format, err := outputOf(&c.Output)
 	if err != nil {
 		return err
 	}
 	switch {
 	case id == "":
 		return fmt.Errorf("%w: proxbus %s ID --actor NAME: the id of the command awaiting approval is required (proxbus pending lists them)", errUsage, name)
-	case *actor == "":
+	case c.Actor == "":
 		return fmt.Errorf("%w: --actor is required: who %ss, recorded in the command's journal entry (it must not be the command's own actor)", errUsage, name)
 	}
-	fs.natsFromDev(stderr, natsURL, prefix)
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	client, err := e.connectNATS(&c.natsFlags, app.InboxApprover)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	data, _ := json.Marshal(handlers.DecisionInput{CommandID: id, CommandSource: *source, Reason: *reason})
-	cmd := events.Command{ID: newCLICommandID(), Source: defaultSource, Verb: verb, Time: time.Now().UTC(), Actor: *actor, Data: data}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer client.Close()
+	ctx, js := client.ctx, client.js
+	data, _ := json.Marshal(handlers.DecisionInput{CommandID: id, CommandSource: c.Source, Reason: c.Reason})
+	cmd := events.Command{ID: newCLICommandID(), Source: defaultSource, Verb: verb, Time: time.Now().UTC(), Actor: c.Actor, Data: data}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
 	defer cancel()
-	res, err := app.SendCommand(ctx, js, events.NewSubjects(*prefix), cmd, app.SendOptions{})
+	res, err := app.SendCommand(ctx, js, events.NewSubjects(c.SubjectPrefix), cmd, app.SendOptions{})
 	if err != nil {
 		return err
 	}
@@ -89,24 +91,47 @@ func cmdDecide(ctx context.Context, verb string, args []string, stdout, stderr i
 	return nil
 }
 
-// cmdPending lists the commands awaiting approval (contract §4b), oldest first: a table with
+// pendingCmd is `proxbus pending`: it lists the commands awaiting approval (contract §4b), oldest first: a table with
 // --output text, one JSON line per approval with --output json. Without --redis-url it reads
 // the store of a running `proxbus dev`.
-func cmdPending(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+type pendingCmd struct{ storeListFlags }
+
+// Run prints the list.
+func (c *pendingCmd) Run(e *cliEnv) error {
 	return storeList[store.Approval]{
-		name:   "pending",
 		list:   func(ctx context.Context, st *store.Store) ([]store.Approval, error) { return st.PendingApprovals(ctx) },
-		header: "COMMAND\tSOURCE\tVERB\tENDPOINT\tREQUESTER\tWAITING SINCE\tEXPIRES\tWHAT",
+		header: "COMMAND\tSOURCE\tVERB\tENDPOINT\tREQUESTER\tWAITING SINCE\tEXPIRES\tWHAT\tPLAN",
 		row: func(a store.Approval) string {
 			expires := "-"
 			if !a.Expires.IsZero() {
 				expires = a.Expires.UTC().Format(time.RFC3339)
 			}
-			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s", a.Command.ID, a.Command.Source, a.Verb, a.EndpointID, a.Requester,
-				a.RequestedAt.UTC().Format(time.RFC3339), expires, a.Summary)
+			return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s", a.Command.ID, a.Command.Source, a.Verb, a.EndpointID, a.Requester,
+				a.RequestedAt.UTC().Format(time.RFC3339), expires, a.Summary, planSummary(a.Plan))
 		},
 		footer: func(n int) string {
 			return fmt.Sprintf("%d awaiting approval (proxbus approve|reject ID --actor NAME)", n)
 		},
-	}.run(ctx, args, stdout, stderr)
+	}.run(e, &c.storeListFlags)
+}
+
+// planSummary is one line of an approval's dry-run plan: the Proxmox writes it would send, in
+// order, and where the plan stops; "-" when the approval has none.
+func planSummary(raw json.RawMessage) string {
+	var p handlers.Plan
+	if len(raw) == 0 || json.Unmarshal(raw, &p) != nil {
+		return "-"
+	}
+	writes := make([]string, len(p.Writes))
+	for i, w := range p.Writes {
+		writes[i] = w.Method + " " + w.Path
+	}
+	line := strings.Join(writes, ", ")
+	if line == "" {
+		line = "no write"
+	}
+	if !p.Complete {
+		line += " (then stops: the rest needs Proxmox's answers)"
+	}
+	return line
 }

@@ -41,7 +41,8 @@ func TestApproveRejectPending(t *testing.T) {
 			break
 		}
 	}
-	for _, want := range []string{"ap-start", "ap-stop", "alice", "vm.start", "vmid=101 vm_name=db-01 node=pve2"} {
+	for _, want := range []string{"ap-start", "ap-stop", "alice", "vm.start", "vmid=101 vm_name=db-01 node=pve2",
+		"POST /nodes/pve2/qemu/101/status/start"} { // the dry-run plan
 		if !strings.Contains(listed, want) {
 			t.Fatalf("pending lacks %q:\n%s", want, listed)
 		}
@@ -57,7 +58,7 @@ func TestApproveRejectPending(t *testing.T) {
 		{"own command", []string{"approve", "ap-start", "--actor", "alice"}, 1, "403 approver_is_requester"},
 		{"not arrived yet", []string{"approve", "nope", "--actor", "bob"}, 0, "approved id=nope: no command with this source and id has asked for approval yet; the decision is kept"},
 		{"approved", []string{"approve", "ap-start", "--actor", "bob"}, 0, "approved vm.start id=ap-start (requested by alice)"},
-		{"rejected", []string{"reject", "ap-stop", "--actor", "carol"}, 0, "rejected vm.stop id=ap-stop (requested by alice)"},
+		{"rejected", []string{"reject", "ap-stop", "--actor", "carol", "--reason", "outside the window"}, 0, "rejected vm.stop id=ap-stop (requested by alice)"},
 		{"decided already", []string{"approve", "ap-stop", "--actor", "bob"}, 1, "409 not_awaiting_approval: already rejected by carol"},
 	}
 	for _, tc := range cases {
@@ -84,6 +85,9 @@ func TestApproveRejectPending(t *testing.T) {
 		}
 		if res.Status != want.status || res.Reason != want.reason {
 			t.Errorf("%s: result %d %s, want %d %s (%s)", id, res.Status, res.Reason, want.status, want.reason, errOut)
+		}
+		if want.status == 403 && !strings.Contains(res.Detail, "rejected by carol (outside the window)") {
+			t.Errorf("%s: detail %q, want the rejection's reason", id, res.Detail)
 		}
 	}
 	if g, _ := env.PVE.Guest(101); g.Status != "running" {

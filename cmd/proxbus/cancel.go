@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -18,47 +17,45 @@ import (
 // message says which and what to do.
 var errNotCancelled = errors.New("not cancelled")
 
-// cmdCancel cancels a command that has not started yet (contract §10): it finds the command in
+// cancelCmd is `proxbus cancel ID`: it cancels a command that has not started yet (contract §10): it finds the command in
 // the commands stream, then stores the outcome 410 command_cancelled under its identity, so
 // that the replica that next takes it publishes that result and does nothing. A command that
 // has started is finished, not cancelled; a read is not cancelled (it changes nothing). Without
 // --nats-url and --redis-url it works on a running `proxbus dev`.
-func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("cancel", stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs, app.InboxAdmin)
-	subjectPrefix := addSubjectPrefixFlag(fs, "subject prefix")
-	redisURL := fs.str("redis-url", app.DefaultRedisURL, "Redis URL of the store the replicas use")
-	keyPrefix := addRedisKeyPrefixFlag(fs)
-	source := fs.str("source", "urn:proxbus:cli", "the command's source (proxbus send's default)")
-	actor := fs.str("actor", "", "who cancels it, recorded in the result's detail")
-	id, err := fs.parseWithArg(args)
-	if err != nil {
-		return err
-	}
+type cancelCmd struct {
+	ID     string `arg:"" optional:"" help:"The id of the command to cancel (proxbus send prints it)."`
+	Source string `name:"source" default:"${default_source}" help:"The command's source (proxbus send's default)."`
+	Actor  string `name:"actor" help:"Who cancels it, recorded in the result's detail."`
+	natsFlags
+	storeFlags
+}
+
+// Run cancels the command.
+func (c *cancelCmd) Run(e *cliEnv) error {
+	ctx, stdout := e.ctx, e.stdout
+	id := c.ID
 	if id == "" {
 		return fmt.Errorf("%w: proxbus cancel ID [--source S]: the command id is required (proxbus send prints it)", errUsage)
 	}
-	fs.natsFromDev(stderr, natsURL, subjectPrefix)
-	fs.redisFromDev(stderr, redisURL, keyPrefix)
-
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	e.redisFromDev(&c.RedisURL, &c.RedisKeyPrefix)
+	client, err := e.connectNATS(&c.natsFlags, app.InboxAdmin)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	st, closeStore, err := openStore(*redisURL, *keyPrefix)
+	defer client.Close()
+	ctx, js := client.ctx, client.js
+	st, closeStore, err := openServedStore(ctx, e, &c.storeFlags)
 	if err != nil {
 		return err
 	}
 	defer closeStore()
 
 	follow := "proxbus events --id " + id
-	subjects := events.NewSubjects(*subjectPrefix)
-	cmd, err := app.FindQueued(ctx, js, subjects, *source, id)
+	subjects := events.NewSubjects(c.SubjectPrefix)
+	cmd, err := app.FindQueued(ctx, js, subjects, c.Source, id)
 	switch {
 	case errors.Is(err, app.ErrNotQueued):
-		return notQueued(ctx, st, *source, id, follow)
+		return notQueued(ctx, st, c.Source, id, follow)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("%w: the commands stream %s does not exist, so nothing is queued (proxbus serve creates it; so does proxbus streams apply)",
 			errNotCancelled, subjects.CommandsStream())
@@ -69,8 +66,8 @@ func cmdCancel(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("%w: %s id=%s is a read: it changes nothing and runs as soon as a replica takes it", errNotCancelled, cmd.Verb, id)
 	}
 	detail := "cancelled with proxbus cancel before it started; nothing was done"
-	if *actor != "" {
-		detail = "cancelled by " + *actor + " with proxbus cancel before it started; nothing was done"
+	if c.Actor != "" {
+		detail = "cancelled by " + c.Actor + " with proxbus cancel before it started; nothing was done"
 	}
 	state, res, err := handlers.Cancel(ctx, st, cmd, detail)
 	if err != nil {

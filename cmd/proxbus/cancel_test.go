@@ -27,6 +27,15 @@ func TestCancel(t *testing.T) {
 	send("vm.start", `{"vm":101}`, "queued-start")
 	send("vm.list", `{}`, "queued-list")
 
+	// No replica announced the prefix: cancel stores nothing and says so, instead of claiming
+	// a cancellation no replica would ever read.
+	typo := []string{"cancel", "queued-start", "--nats-url", env.NATSURL, "--redis-url", r.URL, "--redis-key-prefix", r.Prefix + "-typo"}
+	if code, out, errOut := runCLI(t, typo...); code != 1 || strings.Contains(out, "cancelled") ||
+		!strings.Contains(errOut, `--redis-key-prefix "`+r.Prefix+`-typo"`) || !strings.Contains(errOut, "nothing was done") {
+		t.Errorf("cancel on a prefix no replica serves: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	announceReplica(t, r.Client, r.Prefix)
+
 	cases := []struct {
 		name     string
 		args     []string

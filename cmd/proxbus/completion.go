@@ -1,12 +1,14 @@
 package main
 
 import (
-	"bytes"
+	"context"
 	"fmt"
 	"io"
-	"regexp"
+	"slices"
 	"sort"
 	"strings"
+
+	"github.com/alecthomas/kong"
 
 	"github.com/proxbus/proxbus/handlers"
 )
@@ -17,25 +19,6 @@ type cliCommand struct {
 	help string
 	// subs are its sub-subcommands (dlq list|show|replay, sim pve|netbox, …), if any.
 	subs []string
-}
-
-// cliCommands is every subcommand of proxbus, in the order `proxbus help` lists them.
-var cliCommands = []cliCommand{
-	{name: "serve", help: "run the processor"},
-	{name: "dev", help: "everything on embedded defaults"},
-	{name: "send", help: "publish a command and follow it"},
-	{name: "events", help: "tail events"},
-	{name: "cancel", help: "cancel a command that has not started"},
-	{name: "approve", help: "approve a command awaiting approval"},
-	{name: "reject", help: "reject a command awaiting approval"},
-	{name: "pending", help: "commands awaiting approval"},
-	{name: "dlq", help: "inspect, re-inject and purge dead letters", subs: []string{"list", "show", "replay", "purge"}},
-	{name: "journal", help: "journal updates waiting for NetBox", subs: []string{"pending"}},
-	{name: "streams", help: "create or update the streams and the consumer", subs: []string{"apply"}},
-	{name: "sim", help: "run a simulator", subs: []string{"pve", "netbox"}},
-	{name: "completion", help: "print a shell completion script", subs: []string{"bash", "zsh", "fish"}},
-	{name: "version", help: "print the version"},
-	{name: "help", help: "print the usage"},
 }
 
 // flagValues are the values completed after a flag that takes one of a fixed set.
@@ -63,32 +46,17 @@ type cliFlag struct {
 	help       string
 }
 
-// flagDefaultLine matches the first line of a flag in flag.PrintDefaults: "  -name [type]".
-var flagDefaultLine = regexp.MustCompile(`^  -([A-Za-z0-9][A-Za-z0-9_-]*)( \S+)?$`)
-
-// commandFlags returns the flags of one subcommand (and sub-subcommand), read from the help
-// the command itself prints for -h, so completion can never drift from the real flag sets.
-func commandFlags(args ...string) []cliFlag {
-	var help bytes.Buffer
-	_ = run(append(args, "-h"), io.Discard, &help)
+// nodeFlags are the flags of a kong command node and its parents, but -h.
+func nodeFlags(n *kong.Node) []cliFlag {
 	var out []cliFlag
-	lines := strings.Split(help.String(), "\n")
-	for i, line := range lines {
-		m := flagDefaultLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
-		}
-		f := cliFlag{name: m[1], takesValue: m[2] != ""}
-		if i+1 < len(lines) {
-			f.help = strings.TrimSpace(lines[i+1])
-			if j := strings.Index(f.help, " ($PROXBUS_"); j >= 0 {
-				f.help = f.help[:j]
+	for _, group := range n.AllFlags(true) {
+		for _, f := range group {
+			if f.Name == "help" {
+				continue
 			}
-			if j := strings.Index(f.help, " (default"); j >= 0 {
-				f.help = f.help[:j]
-			}
+			help, _, _ := strings.Cut(f.Help, " ($PROXBUS_")
+			out = append(out, cliFlag{name: f.Name, takesValue: !f.IsBool(), help: strings.TrimSuffix(help, ".")})
 		}
-		out = append(out, f)
 	}
 	return out
 }
@@ -101,23 +69,38 @@ type completionModel struct {
 	flags map[string][]cliFlag
 }
 
+// newCompletionModel reads the subcommands, their flags and send's verbs from the command
+// line's own grammar (the kong model), so completion can never drift from the parser.
 func newCompletionModel() completionModel {
-	m := completionModel{commands: cliCommands, verbs: handlers.NewRegistry(handlers.Builtin()...).Names(), flags: map[string][]cliFlag{}}
+	m := completionModel{verbs: handlers.NewRegistry(handlers.Builtin()...).Names(), flags: map[string][]cliFlag{}}
 	sort.Strings(m.verbs)
-	for _, c := range cliCommands {
-		if c.name == "help" {
+	var c cli
+	parser, err := newParser(&c, newCLIEnv(context.Background(), nil, io.Discard, io.Discard))
+	if err != nil {
+		return m
+	}
+	for _, n := range parser.Model.Children {
+		if n.Hidden {
 			continue
 		}
-		if len(c.subs) == 0 {
-			m.flags[c.name] = commandFlags(c.name)
-			continue
+		cmd := cliCommand{name: n.Name, help: strings.TrimSuffix(n.Help, ".")}
+		if len(n.Children) == 0 {
+			m.flags[n.Name] = nodeFlags(n)
 		}
-		for _, s := range c.subs {
-			if c.name == "completion" {
-				m.flags[c.name+" "+s] = commandFlags(c.name)
-				continue
+		for _, sub := range n.Children {
+			cmd.subs = append(cmd.subs, sub.Name)
+			m.flags[n.Name+" "+sub.Name] = nodeFlags(sub)
+		}
+		m.commands = append(m.commands, cmd)
+	}
+	if slices.ContainsFunc(m.commands, func(c cliCommand) bool { return c.name == "completion" }) {
+		for _, shell := range []string{"bash", "zsh", "fish"} {
+			m.flags["completion "+shell] = nil
+		}
+		for i := range m.commands {
+			if m.commands[i].name == "completion" {
+				m.commands[i].subs = []string{"bash", "zsh", "fish"}
 			}
-			m.flags[c.name+" "+s] = commandFlags(c.name, s)
 		}
 	}
 	return m
@@ -181,27 +164,28 @@ func dashed(names []string) string {
 	return strings.Join(alts, "|")
 }
 
-// cmdCompletion prints the completion script for one shell.
-func cmdCompletion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("completion", stderr)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		return fmt.Errorf("%w: proxbus completion bash|zsh|fish", errUsage)
-	}
+// completionCmd is `proxbus completion bash|zsh|fish`: it prints the completion script
+// for one shell, generated from the command line's grammar.
+type completionCmd struct {
+	Shell string `arg:"" optional:"" help:"bash, zsh or fish."`
+}
+
+// Run prints the script.
+func (c *completionCmd) Run(e *cliEnv) error {
 	var script string
-	switch fs.Arg(0) {
+	switch c.Shell {
 	case "bash":
 		script = bashShell.script(newCompletionModel())
 	case "zsh":
 		script = zshShell.script(newCompletionModel())
 	case "fish":
 		script = fishCompletion(newCompletionModel())
+	case "":
+		return fmt.Errorf("%w: proxbus completion bash|zsh|fish: name the shell", errUsage)
 	default:
-		return fmt.Errorf("%w: proxbus completion bash|zsh|fish (got %q)", errUsage, fs.Arg(0))
+		return fmt.Errorf("%w: proxbus completion bash|zsh|fish (got %q)", errUsage, c.Shell)
 	}
-	_, err := io.WriteString(stdout, script)
+	_, err := io.WriteString(e.stdout, script)
 	return err
 }
 

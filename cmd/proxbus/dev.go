@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
@@ -17,41 +18,51 @@ import (
 	"github.com/proxbus/proxbus/store"
 )
 
-// cmdDev runs `proxbus dev` (contract §10) until ctx ends: the embedded infrastructure and a
-// processor. Once ready it writes its run file (see [devRun]; removed when it returns, unless
+// devCmd is `proxbus dev` (contract §10): the embedded infrastructure and a processor until
+// interrupted. Once ready it writes its run file (see [devRun]; removed when it returns, unless
 // another dev replaced it), prints the nats, redis, pve and netbox lines and ready, then a
 // note when the NATS port asked for was taken and the run file's path. --demo plays the tour
-// and returns.
+// and returns. It refuses to start while another live dev owns the run file.
+type devCmd struct {
+	Demo         bool          `name:"demo" help:"Play a scripted tour of every verb, then exit (0 only when every outcome matched)."`
+	RedisURL     string        `name:"redis-url" help:"Use this Redis instead of the embedded, non-durable one."`
+	NATSPort     int           `name:"nats-port" default:"${dev_nats_port}" help:"Embedded NATS port to try first (a free one when taken; -1: any free port)."`
+	HTTPAddr     string        `name:"http-addr" default:"${dev_http_addr}" help:"Listen address of the web console /ui, /metrics, /healthz and /readyz (a free loopback port when the default is taken)."`
+	TaskDuration time.Duration `name:"task-duration" default:"0s" help:"How long each simulated Proxmox task runs (0: 50ms), e.g. 30s to watch a progress bar."`
+	consoleFlags
+	logFlags
+}
+
+// cmdDev runs `proxbus dev args` until ctx ends.
 func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("dev", stderr)
-	demo := fs.Bool("demo", false, "play a scripted tour of every verb, then exit (0 only when every outcome matched)")
-	redisURL := fs.String("redis-url", "", "use this Redis instead of the embedded, non-durable one")
-	natsPort := fs.Int("nats-port", app.DefaultDevNATSPort, "embedded NATS port to try first (a free one when taken; -1: any free port)")
-	fs.checkInt("nats-port", natsPort, -1, 65535) // -1: any free port
-	httpAddr := fs.str("http-addr", defaultDevHTTPAddr, "listen address of the web console /ui, /metrics, /healthz and /readyz (a free loopback port when the default is taken)")
-	uiFlags := addConsoleFlags(fs)
-	logFormat, logLevel := addLogFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	return runSub(ctx, []string{"dev"}, args, nil, stdout, stderr)
+}
+
+// Run runs dev until e's context ends.
+func (c *devCmd) Run(e *cliEnv) error {
+	ctx, stdout := e.ctx, e.stdout
+	ui, errUI := c.consoleFlags.config(e, true) // without token files: anonymous on loopback only
+	errs := append(c.logFlags.check(e), errUI, e.intIn("nats-port", c.NATSPort, -1, 65535), e.intIn("ui-history", c.UIHistory, 100, maxConsoleHistory),
+		e.durationIn("task-duration", c.TaskDuration, 0, maxTaskDuration))
+	if err := e.problems(errs...); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: dev takes no arguments (got %v)", errUsage, fs.Args())
-	}
-	ui, errUI := uiFlags.config(true) // without token files: anonymous on loopback only
-	if err := fs.problems(errUI); err != nil {
+	runPath := devRunPath(e.getenv)
+	pid := os.Getpid()
+	if err := claimDevRun(runPath, pid); err != nil {
 		return err
 	}
-	ln, httpTaken, err := devListen(*httpAddr, fs.explicit("http-addr"))
+	ln, httpTaken, err := devListen(c.HTTPAddr, e.explicit("http-addr"))
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
-	h, err := logHandler(stderr, *logFormat, *logLevel)
+	h, err := c.logFlags.handler(e)
 	if err != nil {
 		return err
 	}
 	log := slog.New(h)
-	env, err := app.StartDev(app.DevOptions{RedisURL: *redisURL, NATSPort: *natsPort, Logger: log.With("component", "sim")})
+	env, err := app.StartDev(app.DevOptions{RedisURL: c.RedisURL, NATSPort: c.NATSPort, TaskDuration: c.TaskDuration, Logger: log.With("component", "sim")})
 	if err != nil {
 		return err
 	}
@@ -78,8 +89,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("proxbus did not start: %w", err)
 	case <-ready:
 	}
-	runPath := devRunPath(fs.getenv)
-	pid := os.Getpid()
+	if err := claimDevRun(runPath, pid); err != nil { // another dev became ready meanwhile
+		return err
+	}
 	runErr := writeDevRun(runPath, devRun{
 		PID: pid, NATSURL: env.NATSURL, RedisURL: env.RedisURL, PVEURL: env.PVEURL, NetBoxURL: env.NetBoxURL,
 		SubjectPrefix: events.NewSubjects(cfg.Consumer.Subjects.Prefix).Prefix, RedisKeyPrefix: cmp.Or(cfg.Store.Prefix, store.DefaultPrefix),
@@ -103,7 +115,7 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		log.Warn("the other subcommands will not find dev: pass them --nats-url and --redis-url", "err", runErr)
 	}
 
-	if *demo {
+	if c.Demo {
 		demoErr := playDemo(ctx, env, stdout)
 		stopServe()
 		if err := <-serveErr; err != nil && demoErr == nil {
@@ -113,6 +125,9 @@ func cmdDev(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	return <-serveErr
 }
+
+// maxTaskDuration bounds --task-duration: a simulated task longer than this only stalls.
+const maxTaskDuration = time.Hour
 
 // defaultDevHTTPAddr is where dev serves the web console unless told otherwise.
 const defaultDevHTTPAddr = "127.0.0.1:8090"

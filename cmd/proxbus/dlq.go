@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"github.com/proxbus/proxbus/internal/app"
 	"io"
 	"maps"
 	"os"
@@ -14,15 +15,12 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/term"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/deadletter"
 )
-
-// dlqUsage is the dlq subcommands' synopsis.
-const dlqUsage = "proxbus dlq list|show SEQ|replay SEQ|purge [--before T] [--yes]"
 
 // Purge's confirmation reads these; tests replace them.
 var (
@@ -30,7 +28,7 @@ var (
 	dlqStdinTerminal           = func() bool { return term.IsTerminal(int(os.Stdin.Fd())) }
 )
 
-// cmdDLQ lists, shows, replays and purges dead letters (contract §7). With --output json,
+// dlqCmd is `proxbus dlq`: it lists, shows, replays and purges dead letters (contract §7). With --output json,
 // list prints one JSON line per dead letter, show one document (with data as JSON when it is
 // JSON), replay one document {dead_letter_seq, command_id, command_source, command_seq, time}
 // and purge {purged}; text (the default) prints a table (a replayed letter's REPLAYED column
@@ -38,56 +36,92 @@ var (
 // follow. Purge removes every letter, or those stored before --before (RFC 3339, or a
 // duration back from now such as 24h); it needs --yes without --before or when stdin is not a
 // terminal, and otherwise asks on the terminal. Without --nats-url it works on a running
-// `proxbus dev` (see [flagSet.natsFromDev]).
-func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: %s", errUsage, dlqUsage)
-	}
-	sub := args[0]
-	fs := newFlagSet("dlq "+sub, stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs, app.InboxAdmin)
-	prefix := addSubjectPrefixFlag(fs, "subject prefix")
-	limit := fs.Int("limit", 100, "list at most this many")
-	before := fs.String("before", "", "purge: only letters stored before this time (RFC 3339, or a duration back from now like 24h)")
-	yes := fs.Bool("yes", false, "purge: do not ask (required without --before or when stdin is not a terminal)")
-	output := outputFlag(fs)
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
-	}
-	format, err := outputOf(output)
+// `proxbus dev` (see [cliEnv.natsFromDev]).
+type dlqCmd struct {
+	List   dlqListCmd  `cmd:"" help:"List the dead letters."`
+	Show   dlqSeqCmd   `cmd:"" help:"Show one dead letter: its headers and its (redacted) body."`
+	Replay dlqSeqCmd   `cmd:"" help:"Re-inject one dead letter as a new command."`
+	Purge  dlqPurgeCmd `cmd:"" help:"Remove dead letters for good."`
+}
+
+// dlqListCmd is `proxbus dlq list`.
+type dlqListCmd struct {
+	Limit int `name:"limit" default:"100" help:"List at most this many."`
+	natsFlags
+	outputFlags
+}
+
+// dlqSeqCmd is `proxbus dlq show|replay SEQ`.
+type dlqSeqCmd struct {
+	Seq uint64 `arg:"" name:"seq" help:"The dead letter's sequence number in the dead-letter stream (dlq list shows it)."`
+	natsFlags
+	outputFlags
+}
+
+// dlqPurgeCmd is `proxbus dlq purge`.
+type dlqPurgeCmd struct {
+	Before string `name:"before" noenv:"" help:"Only letters stored before this time (RFC 3339, or a duration back from now like 24h)."`
+	Yes    bool   `name:"yes" noenv:"" help:"Do not ask (required without --before or when stdin is not a terminal)."`
+	natsFlags
+	outputFlags
+}
+
+// Run lists the dead letters.
+func (c *dlqListCmd) Run(e *cliEnv) error {
+	return dlqRun(e, "list", &c.natsFlags, &c.outputFlags, func(d dlqArgs) error { d.limit = c.Limit; return d.do() })
+}
+
+// Run shows or replays one dead letter.
+func (c *dlqSeqCmd) Run(e *cliEnv) error {
+	sub := strings.Fields(e.command)[1]
+	return dlqRun(e, sub, &c.natsFlags, &c.outputFlags, func(d dlqArgs) error { d.seq = c.Seq; return d.do() })
+}
+
+// Run purges dead letters.
+func (c *dlqPurgeCmd) Run(e *cliEnv) error {
+	cutoff, err := purgeCutoff(c.Before, time.Now())
 	if err != nil {
 		return err
 	}
-	var cutoff time.Time
-	if sub == "purge" {
-		if cutoff, err = purgeCutoff(*before, time.Now()); err != nil {
-			return err
-		}
-		if fs.NArg() != 0 {
-			return fmt.Errorf("%w: proxbus dlq purge takes no SEQ; use --before T", errUsage)
-		}
-		if !*yes && (cutoff.IsZero() || !dlqStdinTerminal()) {
-			return fmt.Errorf("%w: dlq purge removes dead letters for good: add --yes (required without --before or when stdin is not a terminal)", errUsage)
-		}
+	if !c.Yes && (cutoff.IsZero() || !dlqStdinTerminal()) {
+		return fmt.Errorf("%w: dlq purge removes dead letters for good: add --yes (required without --before or when stdin is not a terminal)", errUsage)
 	}
-	fs.natsFromDev(stderr, natsURL, prefix)
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	return dlqRun(e, "purge", &c.natsFlags, &c.outputFlags, func(d dlqArgs) error { d.cutoff, d.yes = cutoff, c.Yes; return d.do() })
+}
+
+// dlqArgs is one dlq subcommand, connected.
+type dlqArgs struct {
+	e        *cliEnv
+	ctx      context.Context
+	sub      string
+	js       jetstream.JetStream
+	subjects events.Subjects
+	format   outputFormat
+	limit    int
+	seq      uint64
+	cutoff   time.Time
+	yes      bool
+}
+
+// dlqRun connects as the flags say and runs do.
+func dlqRun(e *cliEnv, sub string, nf *natsFlags, of *outputFlags, do func(dlqArgs) error) error {
+	format, err := outputOf(&of.Output)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	subjects := events.NewSubjects(*prefix)
-	seqArg := func() (uint64, error) {
-		if fs.NArg() != 1 {
-			return 0, fmt.Errorf("%w: proxbus dlq %s SEQ", errUsage, sub)
-		}
-		n, err := strconv.ParseUint(fs.Arg(0), 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%w: SEQ must be a stream sequence number", errUsage)
-		}
-		return n, nil
+	client, err := e.connectNATS(nf, app.InboxAdmin)
+	if err != nil {
+		return err
 	}
+	defer client.Close()
+	return do(dlqArgs{e: e, ctx: client.ctx, sub: sub, js: client.js, subjects: events.NewSubjects(nf.SubjectPrefix), format: format})
+}
+
+// do runs the subcommand.
+func (d dlqArgs) do() error {
+	ctx, stdout, stderr, js, subjects, format := d.ctx, d.e.stdout, d.e.stderr, d.js, d.subjects, d.format
+	sub, seq, cutoff := d.sub, d.seq, d.cutoff
+	yes, limit := &d.yes, &d.limit
 	switch sub {
 	case "list":
 		dls, err := deadletter.List(ctx, js, subjects, *limit)
@@ -110,10 +144,6 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return tw.Flush()
 	case "show":
-		seq, err := seqArg()
-		if err != nil {
-			return err
-		}
 		d, err := deadletter.Get(ctx, js, subjects, seq)
 		if err != nil {
 			return err
@@ -127,8 +157,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "seq: %d\nsubject: %s\nreason: %s\noriginal subject: %s\ntime: %s\n", d.Seq, terminalText(d.Subject, true),
 			terminalText(d.Reason, true), terminalText(d.OriginalSubject, true), d.Time.UTC().Format(time.RFC3339))
 		for _, r := range d.Replays {
-			fmt.Fprintf(stdout, "replayed: %s as command %s (commands stream seq %d)\n", r.Time.UTC().Format(time.RFC3339),
-				terminalText(cmp.Or(r.CommandID, "(no id)"), true), r.CommandSeq)
+			fmt.Fprintf(stdout, "replayed: %s as command %s (commands stream seq %d)\n", r.Time.UTC().Format(time.RFC3339), terminalText(cmp.Or(r.CommandID, "(no id)"), true), r.CommandSeq)
 		}
 		for _, k := range slices.Sorted(maps.Keys(d.Header)) {
 			for _, v := range d.Header[k] {
@@ -138,10 +167,6 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		fmt.Fprintf(stdout, "\n%s\n", terminalText(string(d.Data), false))
 		return nil
 	case "replay":
-		seq, err := seqArg()
-		if err != nil {
-			return err
-		}
 		rep, err := deadletter.Replay(ctx, js, subjects, seq)
 		if err != nil && rep.CommandSeq == 0 {
 			return err
@@ -178,7 +203,7 @@ func cmdDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	default:
-		return fmt.Errorf("%w: %s", errUsage, dlqUsage)
+		return fmt.Errorf("%w: unknown dlq subcommand %q", errUsage, sub)
 	}
 }
 

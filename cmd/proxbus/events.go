@@ -16,44 +16,48 @@ import (
 	"github.com/proxbus/proxbus/internal/app"
 )
 
-// cmdEvents tails events, all of them or one command's (contract §10). With --id it starts at
+// eventsCmd is `proxbus events`: it tails events, all of them or one command's (contract §10). With --id it starts at
 // the command's first stored event and returns after its first result, unless --follow keeps
 // it open (for replays and journal repairs); without --id it tails until interrupted. With
 // --output text (the default) it prints one human line per event (a step by its seq, its
 // attempt when above 1; vm.list's result also as a table); with --output json one JSON line
 // per event: {"subject","type","id","time","data"} with data the event's own document.
-// Without --nats-url it follows a running `proxbus dev` (see [flagSet.natsFromDev]).
+// Without --nats-url it follows a running `proxbus dev` (see [cliEnv.natsFromDev]).
+type eventsCmd struct {
+	ID     string `name:"id" noenv:"" help:"Follow one command (its CloudEvents id)."`
+	Source string `name:"source" default:"${default_source}" help:"The command's source (needed only for ids that are not plain tokens)."`
+	All    bool   `name:"all" help:"Start with the oldest stored event instead of new ones."`
+	Follow bool   `name:"follow" help:"With --id: keep following after the result instead of returning."`
+	natsFlags
+	outputFlags
+}
+
+// cmdEvents runs `proxbus events args`.
 func cmdEvents(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("events", stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs, app.InboxCLI)
-	prefix := addSubjectPrefixFlag(fs, "subject prefix")
-	id := fs.String("id", "", "follow one command (its CloudEvents id)")
-	source := fs.String("source", "urn:proxbus:cli", "the command's source (needed only for ids that are not plain tokens)")
-	all := fs.Bool("all", false, "start with the oldest stored event instead of new ones")
-	follow := fs.Bool("follow", false, "with --id: keep following after the result instead of returning")
-	output := outputFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	format, err := outputOf(output)
+	return runSub(ctx, []string{"events"}, args, nil, stdout, stderr)
+}
+
+// Run tails the events until the result (--id) or an interrupt.
+func (c *eventsCmd) Run(e *cliEnv) error {
+	ctx, stdout := e.ctx, e.stdout
+	format, err := outputOf(&c.Output)
 	if err != nil {
 		return err
 	}
-	fs.natsFromDev(stderr, natsURL, prefix)
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	client, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	subjects := events.NewSubjects(*prefix)
+	defer client.Close()
+	ctx, js := client.ctx, client.js
+	subjects := events.NewSubjects(c.SubjectPrefix)
 	filter := ""
-	if *id != "" {
-		filter = subjects.Follow(events.Ref(*source, *id))
+	if c.ID != "" {
+		filter = subjects.Follow(events.Ref(c.Source, c.ID))
 	}
-	untilResult := *id != "" && !*follow
+	untilResult := c.ID != "" && !c.Follow
 	var writeErr error
-	err = app.Tail(ctx, js, subjects, filter, *all || *id != "", func(subject string, ev events.Received) bool {
+	err = app.Tail(ctx, js, subjects, filter, c.All || c.ID != "", func(subject string, ev events.Received) bool {
 		if format == outputJSON {
 			writeErr = writeJSONLine(stdout, eventDoc{Subject: subject, Type: ev.Type, ID: ev.ID, Time: ev.Time, Data: rawOrString(ev.Data)})
 		} else {

@@ -1,152 +1,110 @@
 package main
 
 import (
+	"cmp"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/proxbus/proxbus/internal/app"
 )
 
-// flagSet is a FlagSet whose defaults come from PROXBUS_* environment variables, and which
-// checks every value it was told the range of: [flagSet.problems] reports all bad values at
-// once.
-type flagSet struct {
-	*flag.FlagSet
-	getenv  func(string) string
-	checks  []func() error
-	envErrs map[string]error // flag name → why its environment variable was not usable
+// durationZero is a time.Duration, for reflect.TypeOf.
+var durationZero time.Duration
+
+// errUsage marks a usage error: a command line or configuration that cannot work (exit 2).
+var errUsage = errors.New("usage")
+
+// natsFlags are the connection flags every subcommand that talks to NATS shares: the URL, the
+// credentials and TLS files, and the subject prefix.
+type natsFlags struct {
+	NATSURL       string `name:"nats-url" default:"${nats_url}" help:"NATS server URL."`
+	NATSCreds     string `name:"nats-creds" help:"NATS credentials file (user JWT and NKey seed)."`
+	NATSNKey      string `name:"nats-nkey" help:"File holding a NATS user NKey seed (SU…)."`
+	NATSTLSCA     string `name:"nats-tls-ca" help:"PEM file of the CAs trusted for NATS (requires TLS)."`
+	NATSTLSCert   string `name:"nats-tls-cert" help:"PEM client certificate for NATS mutual TLS."`
+	NATSTLSKey    string `name:"nats-tls-key" help:"PEM key of --nats-tls-cert."`
+	NATSTLSFirst  bool   `name:"nats-tls-first" help:"TLS handshake before the NATS INFO (server handshake_first)."`
+	NATSInbox     string `name:"nats-inbox-prefix" help:"Subject prefix of this connection's reply inboxes; the NATS user must be allowed to subscribe to <prefix>.> (deploy/nats/accounts.conf gives each role its own; default: the role of the subcommand)."`
+	SubjectPrefix string `name:"subject-prefix" default:"${subject_prefix}" help:"Prefix of every subject and stream name."`
 }
 
-func newFlagSet(name string, stderr io.Writer) *flagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	return &flagSet{FlagSet: fs, getenv: os.Getenv, envErrs: map[string]error{}}
+// security is the NATS part of app.Security, with inbox the inbox prefix of the role the
+// subcommand is meant for (app.InboxCLI, …) unless --nats-inbox-prefix names another.
+func (f *natsFlags) security(inbox string) app.Security {
+	return app.Security{NATSCreds: f.NATSCreds, NATSNKey: f.NATSNKey, NATSTLSCA: f.NATSTLSCA, NATSTLSCert: f.NATSTLSCert,
+		NATSTLSKey: f.NATSTLSKey, NATSTLSFirst: f.NATSTLSFirst, NATSInboxPrefix: cmp.Or(f.NATSInbox, inbox)}
 }
 
-// Parse parses flags and positional arguments in any order ("dlq show 12 --nats-url U").
-// Positional arguments are available from Args as usual.
-func (f *flagSet) Parse(args []string) error {
-	var positional []string
-	for {
-		if err := f.FlagSet.Parse(args); err != nil {
-			return err
-		}
-		args = f.FlagSet.Args()
-		if len(args) == 0 {
-			break
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
+// storeFlags are the flags of the subcommands that read or write the store directly.
+type storeFlags struct {
+	RedisURL       string `name:"redis-url" default:"${redis_url}" help:"Redis URL of the store the replicas use."`
+	RedisKeyPrefix string `name:"redis-key-prefix" default:"${redis_key_prefix}" help:"Prefix of every Redis key (serve's --redis-key-prefix)."`
+}
+
+// outputFlags is --output of the client subcommands.
+type outputFlags struct {
+	Output string `name:"output" default:"text" help:"Output format: text (human lines) or json (machine-readable documents)."`
+}
+
+// format is the chosen output format.
+func (f *outputFlags) format() outputFormat { return outputFormat(f.Output) }
+
+// logFlags are --log-format and --log-level (serve, dev).
+type logFlags struct {
+	LogFormat string `name:"log-format" default:"auto" help:"auto (tint on a terminal, else JSON), json or text."`
+	LogLevel  string `name:"log-level" default:"info" help:"debug, info, warn or error."`
+}
+
+// check reports an unknown log format or level, naming the flag.
+func (f *logFlags) check(e *cliEnv) []error {
+	var errs []error
+	if err := e.oneOf("log-format", f.LogFormat, []string{"auto", "json", "text"}); err != nil {
+		errs = append(errs, err)
 	}
-	return f.FlagSet.Parse(append([]string{"--"}, positional...))
-}
-
-// parseWithArg parses args that carry one positional argument (a command id), before, between
-// or after the flags, and returns it ("" when there is none).
-func (f *flagSet) parseWithArg(args []string) (string, error) {
-	if err := f.Parse(args); err != nil {
-		return "", err
+	var l slog.Level
+	if l.UnmarshalText([]byte(f.LogLevel)) != nil {
+		errs = append(errs, fmt.Errorf("%s %q: must be debug, info, warn or error", e.shown("log-level"), f.LogLevel))
 	}
-	return f.Arg(0), nil
+	return errs
 }
 
-func envName(flagName string) string {
-	return "PROXBUS_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+// handler is the log handler the flags select, writing to e's stderr.
+func (f *logFlags) handler(e *cliEnv) (slog.Handler, error) {
+	return logHandler(e.stderr, f.LogFormat, f.LogLevel)
 }
 
-func (f *flagSet) str(name, def, help string) *string {
-	if v := f.getenv(envName(name)); v != "" {
-		def = v
+// intIn is an error naming flag name (and its variable) when v lies outside [lo, hi].
+func (e *cliEnv) intIn(name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%s %d: must be %d–%d", e.shown(name), v, lo, hi)
 	}
-	return f.String(name, def, help+" ($"+envName(name)+")")
+	return nil
 }
 
-func (f *flagSet) integer(name string, def int, help string) *int {
-	if raw := f.getenv(envName(name)); raw != "" {
-		if v, err := strconv.Atoi(raw); err == nil {
-			def = v
-		} else {
-			f.envErrs[name] = fmt.Errorf("$%s %q: not an integer", envName(name), raw)
-		}
+// durationIn is [cliEnv.intIn] for durations (hi 0: no maximum).
+func (e *cliEnv) durationIn(name string, v, lo, hi time.Duration) error {
+	switch {
+	case hi == 0 && v < lo:
+		return fmt.Errorf("%s %s: must be at least %s", e.shown(name), v, lo)
+	case hi != 0 && (v < lo || v > hi):
+		return fmt.Errorf("%s %s: must be %s–%s", e.shown(name), v, lo, hi)
 	}
-	return f.Int(name, def, help+" ($"+envName(name)+")")
+	return nil
 }
 
-func (f *flagSet) duration(name string, def time.Duration, help string) *time.Duration {
-	if raw := f.getenv(envName(name)); raw != "" {
-		if v, err := time.ParseDuration(raw); err == nil {
-			def = v
-		} else {
-			f.envErrs[name] = fmt.Errorf("$%s %q: not a duration (e.g. 30s, 5m)", envName(name), raw)
-		}
+// named is "--name ($PROXBUS_NAME)", or "--name (from $PROXBUS_NAME)" when the value came
+// from there: both ways of setting it, for a setting that is missing or unusable.
+func (e *cliEnv) named(name string) string {
+	if !e.set[name] && e.fromEnv[name] {
+		return "--" + name + " (from $" + envName(name) + ")"
 	}
-	return f.Duration(name, def, help+" ($"+envName(name)+")")
-}
-
-func (f *flagSet) boolean(name string, def bool, help string) *bool {
-	if raw := f.getenv(envName(name)); raw != "" {
-		if v, err := strconv.ParseBool(raw); err == nil {
-			def = v
-		} else {
-			f.envErrs[name] = fmt.Errorf("$%s %q: not true or false", envName(name), raw)
-		}
-	}
-	return f.Bool(name, def, help+" ($"+envName(name)+")")
-}
-
-// intIn is [flagSet.integer] whose value must lie in [lo, hi] (see [flagSet.checkInt]).
-func (f *flagSet) intIn(name string, def, lo, hi int, help string) *int {
-	p := f.integer(name, def, help)
-	f.checkInt(name, p, lo, hi)
-	return p
-}
-
-// checkInt makes [flagSet.problems] report *p outside [lo, hi].
-func (f *flagSet) checkInt(name string, p *int, lo, hi int) {
-	f.checks = append(f.checks, func() error {
-		if *p < lo || *p > hi {
-			return fmt.Errorf("%s %d: must be %d–%d", f.shown(name), *p, lo, hi)
-		}
-		return nil
-	})
-}
-
-// durationIn is [flagSet.duration] whose value must lie in [lo, hi] (hi 0: no maximum).
-func (f *flagSet) durationIn(name string, def, lo, hi time.Duration, help string) *time.Duration {
-	p := f.duration(name, def, help)
-	f.checks = append(f.checks, func() error {
-		switch {
-		case hi == 0 && *p < lo:
-			return fmt.Errorf("%s %s: must be at least %s", f.shown(name), *p, lo)
-		case hi != 0 && (*p < lo || *p > hi):
-			return fmt.Errorf("%s %s: must be %s–%s", f.shown(name), *p, lo, hi)
-		}
-		return nil
-	})
-	return p
-}
-
-// oneOf is [flagSet.str] whose value must be one of values.
-func (f *flagSet) oneOf(name, def string, values []string, help string) *string {
-	p := f.str(name, def, help)
-	f.checkOneOf(name, p, values)
-	return p
-}
-
-// checkOneOf makes [flagSet.problems] report *p not in values.
-func (f *flagSet) checkOneOf(name string, p *string, values []string) {
-	f.checks = append(f.checks, func() error {
-		if !slices.Contains(values, *p) {
-			return fmt.Errorf("%s %q: must be %s", f.shown(name), *p, orList(values))
-		}
-		return nil
-	})
+	return "--" + name + " ($" + envName(name) + ")"
 }
 
 // orList is "a, b or c".
@@ -155,53 +113,6 @@ func orList(values []string) string {
 		return strings.Join(values, "")
 	}
 	return strings.Join(values[:len(values)-1], ", ") + " or " + values[len(values)-1]
-}
-
-// set reports whether flag name was given on the command line.
-func (f *flagSet) set(name string) bool {
-	found := false
-	f.Visit(func(fl *flag.Flag) { found = found || fl.Name == name })
-	return found
-}
-
-// explicit reports whether flag name was given on the command line or by its environment
-// variable, as opposed to left at its default.
-func (f *flagSet) explicit(name string) bool {
-	return f.set(name) || (f.getenv(envName(name)) != "" && f.envErrs[name] == nil)
-}
-
-// shown is "--name", plus where the value came from when that was its environment variable.
-func (f *flagSet) shown(name string) string {
-	if !f.set(name) && f.getenv(envName(name)) != "" {
-		return "--" + name + " (from $" + envName(name) + ")"
-	}
-	return "--" + name
-}
-
-// problems returns every bad value after Parse (unusable environment variables of flags
-// not given on the command line, then the checks, in the order the flags were added) and
-// extra, as one [*flagErrors], or nil when there is none.
-func (f *flagSet) problems(extra ...error) error {
-	var errs []error
-	f.VisitAll(func(fl *flag.Flag) {
-		if err := f.envErrs[fl.Name]; err != nil && !f.set(fl.Name) {
-			errs = append(errs, err)
-		}
-	})
-	for _, check := range f.checks {
-		if err := check(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	for _, err := range extra {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return &flagErrors{errs: errs}
 }
 
 // flagErrors is every bad flag value of one command line. It wraps errUsage (exit code 2)
@@ -216,50 +127,41 @@ func (e *flagErrors) Error() string {
 	for i, err := range e.errs {
 		lines[i] = "  " + err.Error()
 	}
-	return fmt.Sprintf("%s: %d invalid flags:\n%s", errUsage, len(e.errs), strings.Join(lines, "\n"))
+	return fmt.Sprintf("%s: %d problems (fix them all, then run again):\n%s", errUsage, len(e.errs), strings.Join(lines, "\n"))
 }
 
 func (e *flagErrors) Unwrap() []error { return append([]error{errUsage}, e.errs...) }
 
-// secretFlag is a secret given inline (--name) or in a file (--name-file), never both.
-type secretFlag struct {
-	name         string
-	inline, file *string
-	fs           *flagSet
-}
-
-// secret adds --name and --name-file (and their PROXBUS_* variables).
-func (f *flagSet) secret(name, help string) *secretFlag {
-	return &secretFlag{
-		name:   name,
-		inline: f.str(name, "", help),
-		file:   f.str(name+"-file", "", "file holding "+help+", trailing newline trimmed (instead of --"+name+")"),
-		fs:     f,
+// secretValue is a secret given inline (--name) or in a file (--name-file), never both: the
+// inline value, or the file's content without its trailing newline. Both set, an unreadable
+// file or an empty one is an error naming the flags and the file, never the content.
+func (e *cliEnv) secretValue(name, inline, file string) (string, error) {
+	if file == "" {
+		return inline, nil
 	}
-}
-
-// value is the secret: the inline value, or the file's content without its trailing
-// newline. Both set, an unreadable file or an empty one is an error naming the flags and the
-// file, never the content.
-func (s *secretFlag) value() (string, error) {
-	if *s.file == "" {
-		return *s.inline, nil
+	fileFlag := e.shown(name + "-file")
+	if inline != "" {
+		return "", fmt.Errorf("%s and %s: set only one of them", e.shown(name), fileFlag)
 	}
-	fileFlag := s.fs.shown(s.name + "-file")
-	if *s.inline != "" {
-		return "", fmt.Errorf("%s and %s: set only one of them", s.fs.shown(s.name), fileFlag)
-	}
-	data, err := os.ReadFile(*s.file)
+	data, err := os.ReadFile(file)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return "", fmt.Errorf("%s %s: cannot read it: %w", fileFlag, *s.file, err)
+		return "", fmt.Errorf("%s %s: cannot read it: %w", fileFlag, file, err)
 	}
 	v := strings.TrimSuffix(strings.TrimSuffix(string(data), "\n"), "\r")
 	if v == "" {
-		return "", fmt.Errorf("%s %s: the file is empty", fileFlag, *s.file)
+		return "", fmt.Errorf("%s %s: the file is empty", fileFlag, file)
 	}
 	return v, nil
+}
+
+// oneOf is an error naming flag name when v is not one of values.
+func (e *cliEnv) oneOf(name, v string, values []string) error {
+	if !slices.Contains(values, v) {
+		return fmt.Errorf("%s %q: must be %s", e.shown(name), v, orList(values))
+	}
+	return nil
 }

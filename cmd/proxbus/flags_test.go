@@ -62,13 +62,11 @@ func TestServeFlagValuesAreChecked(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fs := newFlagSet("serve", io.Discard)
-			fs.getenv = func(k string) string { return tt.env[k] }
-			sf := addServeFlags(fs)
-			if err := fs.Parse(tt.args); err != nil {
+			c, e, err := parseCLI(t, tt.env, append([]string{"serve"}, tt.args...)...)
+			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, err := sf.config(io.Discard)
+			cfg, err := c.Serve.config(e)
 			if len(tt.want) == 0 {
 				if err != nil {
 					t.Fatalf("err = %v", err)
@@ -104,13 +102,11 @@ func TestSecretFileIsTrimmed(t *testing.T) {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		fs := newFlagSet("serve", io.Discard)
-		fs.getenv = func(k string) string { return map[string]string{"PROXBUS_NETBOX_TOKEN_FILE": path}[k] }
-		sf := addServeFlags(fs)
-		if err := fs.Parse([]string{"--webhook-secret-file", path, "--proxbox-api-key-file", path}); err != nil {
+		c, e, err := parseCLI(t, map[string]string{"PROXBUS_NETBOX_TOKEN_FILE": path}, "serve", "--webhook-secret-file", path, "--proxbox-api-key-file", path)
+		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := sf.config(io.Discard)
+		cfg, err := c.Serve.config(e)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,5 +178,34 @@ func TestStreamsApplyNeverLowersSilently(t *testing.T) {
 		if s.wantNone != "" && strings.Contains(out.String(), s.wantNone) {
 			t.Errorf("%s: output has %q:\n%s", s.name, s.wantNone, out.String())
 		}
+	}
+}
+
+// TestServeReportsEveryProblemAtOnce pins that serve reports the problems of its flags and of
+// what they name (a NetBox URL without a scheme, with the fix; an endpoints file that cannot
+// be read; a Redis URL that does not parse) in one message, each naming its flag and
+// variable, exit 2, before connecting anything.
+func TestServeReportsEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	missing := filepath.Join(t.TempDir(), "endpoints.yaml")
+	code, _, errOut := runCLI(t, "serve", "--netbox-url", "127.0.0.1:18000", "--concurrency", "0", "--endpoints-file", missing,
+		"--redis-url", "127.0.0.1:6379")
+	if code != 2 {
+		t.Errorf("exit %d, want 2:\n%s", code, errOut)
+	}
+	for _, w := range []string{
+		"4 problems",
+		"--concurrency 0: must be 1–1024",
+		`--netbox-url ($PROXBUS_NETBOX_URL) "127.0.0.1:18000": it has no scheme: write http://127.0.0.1:18000`,
+		"--endpoints-file ($PROXBUS_ENDPOINTS_FILE) " + missing,
+		"--redis-url ($PROXBUS_REDIS_URL)",
+	} {
+		if !strings.Contains(errOut, w) {
+			t.Errorf("stderr lacks %q:\n%s", w, errOut)
+		}
+	}
+	code, _, errOut = runCLI(t, "serve")
+	if code != 2 || !strings.Contains(errOut, "--netbox-url ($PROXBUS_NETBOX_URL) is required") || !strings.Contains(errOut, "--endpoints-file ($PROXBUS_ENDPOINTS_FILE) is required") {
+		t.Errorf("serve without settings: exit %d:\n%s", code, errOut)
 	}
 }

@@ -3,23 +3,26 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/proxbus/proxbus/store"
 )
 
-// cmdJournal lists the terminal journal updates still waiting to be applied (contract §6):
+// journalCmd is `proxbus journal pending`: it lists the terminal journal updates still waiting to be applied (contract §6):
 // a table and a count with --output text (the default), one JSON line per pending repair (the
 // stored record, whose comments are already redacted) with --output json. Without
 // --redis-url it reads the store of a running `proxbus dev`, with its key prefix (see
-// [flagSet.redisFromDev]).
-func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "pending" {
-		return fmt.Errorf("%w: proxbus journal pending", errUsage)
-	}
+// [cliEnv.redisFromDev]).
+type journalCmd struct {
+	Pending journalPendingCmd `cmd:"" help:"List the journal updates waiting for NetBox."`
+}
+
+// journalPendingCmd is `proxbus journal pending`.
+type journalPendingCmd struct{ storeListFlags }
+
+// Run prints the list.
+func (c *journalPendingCmd) Run(e *cliEnv) error {
 	return storeList[store.Repair]{
-		name:   "journal pending",
 		list:   func(ctx context.Context, st *store.Store) ([]store.Repair, error) { return st.PendingRepairs(ctx) },
 		header: "COMMAND\tVERB\tJOURNAL ENTRY\tATTEMPTS\tNEXT\tLAST ERROR",
 		row: func(r store.Repair) string {
@@ -27,5 +30,5 @@ func cmdJournal(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				r.NextAt.UTC().Format(time.RFC3339), r.LastError)
 		},
 		footer: func(n int) string { return fmt.Sprintf("%d pending", n) },
-	}.run(ctx, args[1:], stdout, stderr)
+	}.run(e, &c.storeListFlags)
 }

@@ -474,6 +474,11 @@ func TestJournalPending(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	code, _, errOut := runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix)
+	if code != 1 || !strings.Contains(errOut, "no replica serves this store") || !strings.Contains(errOut, "nothing was done") {
+		t.Fatalf("a prefix no replica announced: code %d, stderr %s", code, errOut)
+	}
+	announceReplica(t, r.Client, r.Prefix)
 	code, out, errOut := runCLI(t, "journal", "pending", "--redis-url", r.URL, "--redis-key-prefix", r.Prefix)
 	if code != 0 || !strings.Contains(out, "pending-1") || !strings.Contains(out, "journal-entries/7/") || !strings.Contains(out, "1 pending") {
 		t.Fatalf("code %d\n%s\n%s", code, out, errOut)
@@ -484,5 +489,46 @@ func TestJournalPending(t *testing.T) {
 	if code != 0 || len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &rep) != nil ||
 		rep.Command.ID != "pending-1" || rep.JournalID != 7 || rep.Verb != "vm.start" {
 		t.Fatalf("--output json: code %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestSimTaskDuration pins `sim pve --task-duration`: a task started on the simulator is still
+// running when read back, so a progress bar can be watched; sim netbox refuses the flag.
+func TestSimTaskDuration(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := newLineWriter()
+	done := make(chan error, 1)
+	go func() { done <- cmdSim(ctx, []string{"pve", "--task-duration", "1h"}, out, io.Discard) }()
+	base := out.next(t)
+	if ready := out.next(t); ready != "ready" {
+		t.Fatalf("second line %q, want ready", ready)
+	}
+	call := func(method, path string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+"/api2/json"+path, nil)
+		req.Header.Set("Authorization", "PVEAPIToken="+app.DemoPVETokenID+"="+app.DemoPVESecret)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("%s %s: %d %v", method, path, resp.StatusCode, err)
+		}
+		return body
+	}
+	upid, _ := call("POST", "/nodes/pve2/qemu/101/status/start")["data"].(string)
+	status := call("GET", "/nodes/pve2/tasks/"+upid+"/status")["data"].(map[string]any)
+	if status["status"] != "running" {
+		t.Errorf("task %s: %v, want running for an hour", upid, status)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("sim returned %v", err)
+	}
+	if code, _, errOut := runCLI(t, "sim", "netbox", "--task-duration", "1s"); code != 2 || !strings.Contains(errOut, "--task-duration is for sim pve") {
+		t.Errorf("sim netbox --task-duration: exit %d %s", code, errOut)
 	}
 }

@@ -23,11 +23,6 @@ const (
 	outputJSON outputFormat = "json"
 )
 
-// outputFlag adds --output ($PROXBUS_OUTPUT) to fs; [outputOf] checks its value after Parse.
-func outputFlag(fs *flagSet) *string {
-	return fs.str("output", string(outputText), "output format: text (human lines) or json (machine-readable documents)")
-}
-
 // outputOf validates the --output value.
 func outputOf(v *string) (outputFormat, error) {
 	switch f := outputFormat(*v); f {
@@ -127,20 +122,18 @@ type versionInfo struct {
 	Arch    string `json:"arch"`
 }
 
-// cmdVersion prints the version: `proxbus <version>`, or a JSON document.
-func cmdVersion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", stderr)
-	output := outputFlag(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	format, err := outputOf(output)
+// versionCmd is `proxbus version`: `proxbus <version>`, or a JSON document.
+type versionCmd struct{ outputFlags }
+
+// Run prints the version.
+func (c *versionCmd) Run(e *cliEnv) error {
+	format, err := outputOf(&c.Output)
 	if err != nil {
 		return err
 	}
 	if format == outputJSON {
-		return writeJSONLine(stdout, versionInfo{Version: versionString(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH})
+		return writeJSONLine(e.stdout, versionInfo{Version: versionString(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH})
 	}
-	_, err = fmt.Fprintln(stdout, "proxbus", versionString())
+	_, err = fmt.Fprintln(e.stdout, "proxbus", versionString())
 	return err
 }

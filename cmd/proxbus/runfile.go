@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -157,36 +156,56 @@ func processAlive(pid int) bool {
 
 // natsFromDev points *natsURL, and *subjectPrefix unless it was given, at the NATS of a
 // running `proxbus dev` when --nats-url was given neither on the command line nor by
-// $PROXBUS_NATS_URL, and says so on w. Without a live run file it changes nothing.
-func (f *flagSet) natsFromDev(w io.Writer, natsURL, subjectPrefix *string) {
-	if f.explicit("nats-url") {
+// $PROXBUS_NATS_URL, and says so on e's stderr. Without a live run file it says that it uses
+// the default URL, and where it looked for dev's run file.
+func (e *cliEnv) natsFromDev(natsURL, subjectPrefix *string) {
+	if e.explicit("nats-url") {
 		return
 	}
-	path := devRunPath(f.getenv)
+	path := devRunPath(e.getenv)
 	r, ok := liveDevRun(path)
 	if !ok || r.NATSURL == "" {
+		fmt.Fprintln(e.stderr, sanitizeLine(fmt.Sprintf("using NATS at %s (the --nats-url default: no proxbus dev is running, no run file at %s)",
+			app.RedactURL(*natsURL), path)))
 		return
 	}
 	*natsURL = r.NATSURL
-	if subjectPrefix != nil && r.SubjectPrefix != "" && !f.explicit("subject-prefix") {
+	if subjectPrefix != nil && r.SubjectPrefix != "" && !e.explicit("subject-prefix") {
 		*subjectPrefix = r.SubjectPrefix
 	}
-	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("using proxbus dev's NATS at %s (from %s)", app.RedactURL(r.NATSURL), path)))
+	fmt.Fprintln(e.stderr, sanitizeLine(fmt.Sprintf("using proxbus dev's NATS at %s (from %s)", app.RedactURL(r.NATSURL), path)))
 }
 
-// redisFromDev is [flagSet.natsFromDev] for --redis-url and --redis-key-prefix.
-func (f *flagSet) redisFromDev(w io.Writer, redisURL, keyPrefix *string) {
-	if f.explicit("redis-url") {
+// redisFromDev is [cliEnv.natsFromDev] for --redis-url and --redis-key-prefix.
+func (e *cliEnv) redisFromDev(redisURL, keyPrefix *string) {
+	if e.explicit("redis-url") {
 		return
 	}
-	path := devRunPath(f.getenv)
+	path := devRunPath(e.getenv)
 	r, ok := liveDevRun(path)
 	if !ok || r.RedisURL == "" {
+		fmt.Fprintln(e.stderr, sanitizeLine(fmt.Sprintf("using Redis at %s, key prefix %q (the --redis-url default: no proxbus dev is running, no run file at %s)",
+			app.RedactURL(*redisURL), *keyPrefix, path)))
 		return
 	}
 	*redisURL = r.RedisURL
-	if keyPrefix != nil && r.RedisKeyPrefix != "" && !f.explicit("redis-key-prefix") {
+	if keyPrefix != nil && r.RedisKeyPrefix != "" && !e.explicit("redis-key-prefix") {
 		*keyPrefix = r.RedisKeyPrefix
 	}
-	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("using proxbus dev's Redis at %s, key prefix %q (from %s)", app.RedactURL(r.RedisURL), *keyPrefix, path)))
+	fmt.Fprintln(e.stderr, sanitizeLine(fmt.Sprintf("using proxbus dev's Redis at %s, key prefix %q (from %s)", app.RedactURL(r.RedisURL), *keyPrefix, path)))
+}
+
+// errDevRunning: a `proxbus dev` is running already with the run file this one would write.
+var errDevRunning = errors.New("another proxbus dev is running")
+
+// claimDevRun refuses when the run file at path belongs to a live `proxbus dev` other than
+// process pid: a second dev would replace it, and the first one's clients would follow the
+// second (then nothing, once it ends).
+func claimDevRun(path string, pid int) error {
+	r, ok := liveDevRun(path)
+	if !ok || r.PID == pid {
+		return nil
+	}
+	return fmt.Errorf("%w (pid %d, NATS at %s, run file %s): stop it first, or give this one a run directory of its own with PROXBUS_RUN_DIR=DIR (its clients then need the same PROXBUS_RUN_DIR)",
+		errDevRunning, r.PID, app.RedactURL(r.NATSURL), path)
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,9 +85,14 @@ func deadPID(t *testing.T) int {
 }
 
 // startDev runs `proxbus dev` in-process with args until the test ends and returns its
-// stdout lines up to and including the run file's.
+// stdout lines up to and including the run file's. Unless args name one, the web console
+// listens on a free loopback port: the default 127.0.0.1:8090 may be taken by the user's own
+// `proxbus dev`, which would add a note line.
 func startDev(t *testing.T, args ...string) []string {
 	t.Helper()
+	if !slices.Contains(args, "--http-addr") {
+		args = append(args, "--http-addr", "127.0.0.1:0")
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := newLineWriter()
 	done := make(chan error, 1)
@@ -228,6 +234,7 @@ func TestRunFileURLs(t *testing.T) {
 			Verb: "vm.stop", JournalID: 3, JournalURL: "http://netbox/api/extras/journal-entries/3/", Kind: "info"}); err != nil {
 			t.Fatal(err)
 		}
+		announceReplica(t, rdb, prefix)
 	}
 	tests := []struct {
 		name  string
@@ -485,10 +492,11 @@ func TestRunFileNoticeHidesCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out strings.Builder
-	f := newFlagSet("test", &out)
+	e := newCLIEnv(context.Background(), nil, &out, &out)
+	e.set, e.fromEnv = map[string]bool{}, map[string]bool{}
 	natsURL, redisURL, prefix := "", "", ""
-	f.natsFromDev(&out, &natsURL, nil)
-	f.redisFromDev(&out, &redisURL, &prefix)
+	e.natsFromDev(&natsURL, nil)
+	e.redisFromDev(&redisURL, &prefix)
 	if natsURL != run.NATSURL || redisURL != run.RedisURL {
 		t.Fatalf("URLs taken %q, %q; want the run file's", natsURL, redisURL)
 	}

@@ -21,7 +21,7 @@ const defaultSource = "urn:proxbus:cli"
 // exitInterrupted is send's exit code when interrupted (SIGINT) while following: 128+2.
 const exitInterrupted = 130
 
-// cmdSend publishes one command in binary mode, follows it and prints the result JSON on
+// sendCmd is `proxbus send`: it publishes one command in binary mode, follows it and prints the result JSON on
 // stdout (contract §10). Before publishing it checks the command with the pipeline's own
 // validation (see [checkSend]): an unknown verb, a missing --endpoint, data that does not fit
 // the verb or a bad --expires is a usage error and nothing is sent. --data @- reads the data
@@ -36,33 +36,48 @@ const exitInterrupted = 130
 // Interrupted while following, it says on stderr that the command is still queued (or
 // running) and how to cancel or follow it.
 // Exit code: 0 for a status below 400, 1 otherwise, 2 for usage errors, 130 when interrupted.
+type sendCmd struct {
+	Verb           string        `arg:"" optional:"" help:"The verb, e.g. storage.pbs.create (proxbus completion offers them)."`
+	Endpoint       int64         `name:"endpoint" help:"NetBox ProxmoxEndpoint id (endpointid)."`
+	Data           string        `name:"data" noenv:"" default:"{}" help:"Command data: JSON, @file, or @- to read it from stdin."`
+	IdempotencyKey string        `name:"idempotency-key" noenv:"" help:"Idempotency-Key."`
+	ID             string        `name:"id" noenv:"" help:"Command id (default random)."`
+	Source         string        `name:"source" default:"${default_source}" help:"Command source."`
+	Actor          string        `name:"actor" help:"Actor recorded in the journal."`
+	Expires        string        `name:"expires" noenv:"" help:"The command must not start after this: a duration from now (10m) or an RFC 3339 time."`
+	DryRun         bool          `name:"dry-run" noenv:"" help:"Plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan."`
+	NoWait         bool          `name:"no-wait" help:"Publish and exit without waiting for the result."`
+	Timeout        time.Duration `name:"timeout" default:"5m" help:"How long to wait for the result."`
+	natsFlags
+	outputFlags
+}
+
+// cmdSend runs `proxbus send args` and returns its exit code.
 func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlagSet("send", stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs, app.InboxCLI)
-	prefix := addSubjectPrefixFlag(fs, "subject prefix")
-	endpoint := fs.Int64("endpoint", 0, "NetBox ProxmoxEndpoint id (endpointid)")
-	data := fs.String("data", "{}", "command data: JSON, @file, or @- to read it from stdin")
-	key := fs.String("idempotency-key", "", "Idempotency-Key")
-	id := fs.String("id", "", "command id (default random)")
-	source := fs.String("source", defaultSource, "command source")
-	actor := fs.String("actor", "", "actor recorded in the journal")
-	expires := fs.String("expires", "", "the command must not start after this: a duration from now (10m) or an RFC 3339 time")
-	dryRun := fs.Bool("dry-run", false, "plan the command: its checks and reads run, nothing is written; the answer is 200 planned with output.plan")
-	noWait := fs.Bool("no-wait", false, "publish and exit without waiting for the result")
-	timeout := fs.Duration("timeout", 5*time.Minute, "how long to wait for the result")
-	output := outputFlag(fs)
-	verb, rest := "", args
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		verb, rest = args[0], args[1:]
+	var ee exitError
+	switch err := runSub(ctx, []string{"send"}, args, stdin, stdout, stderr); {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		fmt.Fprintln(stderr, "proxbus:", err)
+		return 1
 	}
-	if err := fs.Parse(rest); err != nil {
-		return 2
+}
+
+// Run publishes the command and follows it; its exit code is returned as an [exitError].
+func (c *sendCmd) Run(e *cliEnv) error {
+	if code := c.run(e); code != 0 {
+		return exitError{code: code}
 	}
-	if verb == "" && fs.NArg() > 0 {
-		verb = fs.Arg(0)
-	}
-	format, err := outputOf(output)
+	return nil
+}
+
+func (c *sendCmd) run(e *cliEnv) int {
+	ctx, stdin, stdout, stderr := e.ctx, e.stdin, e.stdout, e.stderr
+	verb := c.Verb
+	format, err := outputOf(&c.Output)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 2
@@ -71,14 +86,14 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "proxbus send: a verb is required, e.g. proxbus send storage.pbs.create --endpoint 1 --data @pbs.json")
 		return 2
 	}
-	body, err := readData(*data, stdin)
+	body, err := readData(c.Data, stdin)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 2
 	}
 	now := time.Now().UTC()
-	expiresAt, expiresErr := parseExpires(*expires, now)
-	if problems := checkSend(verb, body, *endpoint, expiresErr); len(problems) > 0 {
+	expiresAt, expiresErr := parseExpires(c.Expires, now)
+	if problems := checkSend(verb, body, c.Endpoint, expiresErr); len(problems) > 0 {
 		for _, p := range problems {
 			for i, l := range strings.Split(p, "\n") {
 				if i == 0 {
@@ -90,31 +105,32 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		fmt.Fprintln(stderr, "proxbus send: nothing was sent")
 		return 2
 	}
-	if *id == "" {
-		*id = newCLICommandID()
+	if c.ID == "" {
+		c.ID = newCLICommandID()
 	}
-	fs.natsFromDev(stderr, natsURL, prefix)
-	cmd := events.Command{ID: *id, Source: *source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
-		EndpointID: *endpoint, HasEndpointID: *endpoint != 0, IdempotencyKey: *key, Actor: *actor, DryRun: *dryRun, Data: body}
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	prefix := &c.SubjectPrefix
+	cmd := events.Command{ID: c.ID, Source: c.Source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
+		EndpointID: c.Endpoint, HasEndpointID: c.Endpoint != 0, IdempotencyKey: c.IdempotencyKey, Actor: c.Actor, DryRun: c.DryRun, Data: body}
+	client, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
 	}
-	defer nc.Close()
-	sendCtx, cancel := context.WithTimeout(ctx, *timeout)
+	defer client.Close()
+	js := client.js
+	sendCtx, cancel := context.WithTimeout(client.ctx, c.Timeout)
 	defer cancel()
 	subjects := events.NewSubjects(*prefix)
 	follow := subjects.Follow(cmd.Ref())
 	st := &sendState{}
 	var prog *progress
 	if format == outputText {
-		prog = newProgress(stderr, !*noWait && isTerminal(stderr))
+		prog = newProgress(stderr, !c.NoWait && isTerminal(stderr))
 		defer prog.Close()
 	}
 	began := time.Now()
 	res, err := app.SendCommand(sendCtx, js, subjects, cmd, app.SendOptions{
-		NoWait: *noWait,
+		NoWait: c.NoWait,
 		OnSent: func(s app.Sent) {
 			st.acked = true
 			if prog != nil {
@@ -124,7 +140,7 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			}
 		},
 		OnStep: func(s events.Step) {
-			st.stepSeen = true
+			st.stepSeen, st.last = true, s
 			if prog != nil {
 				prog.Step(s)
 			}
@@ -135,17 +151,23 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if err != nil {
 		switch {
+		case client.violation() != nil:
+			fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+client.violation().Error()))
+			if !st.acked {
+				fmt.Fprintln(stderr, "proxbus send: nothing was sent")
+			}
+			return 1
 		case ctx.Err() != nil: // interrupted (SIGINT, SIGTERM)
 			printPending(stderr, cmd, *prefix, st, "interrupted")
 			return exitInterrupted
 		case st.acked && errors.Is(err, app.ErrNoResult) && sendCtx.Err() != nil:
-			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", *timeout))
+			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", c.Timeout))
 			return 1
 		}
-		fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+explainSendError(err, *prefix)))
+		fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+explainSendError(err, *prefix, c.NATSURL)))
 		return 1
 	}
-	if *noWait {
+	if c.NoWait {
 		if format == outputJSON {
 			_ = writeJSONLine(stdout, map[string]string{"command_id": cmd.ID, "command_source": cmd.Source, "follow": follow})
 		}
@@ -178,6 +200,9 @@ func cmdSend(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 type sendState struct {
 	acked    bool // JetStream acknowledged the publish
 	stepSeen bool // a step event of the command arrived
+	// last is the newest step event of the command: whether it waits (for an approval, a
+	// busy guest) or runs.
+	last events.Step
 }
 
 // sentLines are the text lines printed once JetStream acknowledged the publish: "sent …",
@@ -196,9 +221,19 @@ func sentLines(verb, id, follow string, s app.Sent) []string {
 // it. Before JetStream acknowledged the publish, it says the command may or may not be queued.
 func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState, why string) {
 	state := "is still queued: it runs when a replica takes it"
+	undo := "  cancel it:  proxbus cancel " + shellQuote(cmd.ID)
 	switch {
 	case !st.acked:
 		state = "may or may not be queued: JetStream had not acknowledged the publish"
+	case st.last.Status == events.StepWaiting && st.last.Step == "approval":
+		state = "is awaiting approval: it runs once another person approves it, and is answered 403 if rejected"
+		undo = "  reject it:  proxbus reject " + shellQuote(cmd.ID) + " --actor NAME"
+	case st.last.Status == events.StepWaiting:
+		state = "is waiting on a replica"
+		if st.last.Detail != "" {
+			state += " (" + st.last.Detail + ")"
+		}
+		state += " and runs when it can, without this command"
 	case st.stepSeen:
 		state = "is running on a replica and goes on without this command"
 	}
@@ -214,20 +249,20 @@ func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState,
 		tail = " " + strings.Join(extra, " ")
 	}
 	fmt.Fprintln(w, sanitizeLine(fmt.Sprintf("proxbus send: %s; command %s %s", why, cmd.ID, state)))
-	fmt.Fprintln(w, sanitizeLine("  cancel it:  proxbus cancel "+shellQuote(cmd.ID)+tail))
+	fmt.Fprintln(w, sanitizeLine(undo+tail))
 	fmt.Fprintln(w, sanitizeLine("  follow it:  proxbus events --id "+shellQuote(cmd.ID)+tail))
 }
 
 // explainSendError is the message of a failed publish or follow: what happened and what to do.
-func explainSendError(err error, prefix string) string {
-	apply := "proxbus streams apply"
+func explainSendError(err error, prefix, natsURL string) string {
+	apply := "proxbus streams apply --nats-url " + shellQuote(app.RedactURL(natsURL))
 	if prefix != events.NewSubjects("").Prefix {
 		apply += " --subject-prefix " + shellQuote(prefix)
 	}
 	var tl *app.TooLargeError
 	switch {
 	case errors.Is(err, app.ErrStreamsMissing):
-		return fmt.Sprintf("%v; nothing was sent. Create the streams with `%s` (`proxbus serve` also creates them when it starts)", err, apply)
+		return fmt.Sprintf("%v on NATS at %s; nothing was sent. If that is the NATS your replicas use, create the streams with `%s` (`proxbus serve` also creates them when it starts); otherwise pass its URL with --nats-url", err, app.RedactURL(natsURL), apply)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Sprintf("%v: no stream answered the publish, so nothing was stored. The streams may be missing (create them with `%s`; `proxbus serve` also creates them when it starts), or a JetStream leader election is still under way", err, apply)
 	case errors.As(err, &tl):

@@ -44,9 +44,31 @@ func readData(data string, stdin io.Reader) ([]byte, error) {
 		if strings.HasPrefix(data, "@") {
 			where += " " + data
 		}
-		return nil, fmt.Errorf("%s is not valid JSON", where)
+		return nil, fmt.Errorf("%s is not valid JSON: %s", where, jsonErrorAt(body))
 	}
 	return body, nil
+}
+
+// jsonErrorAt says where body, which is not valid JSON, goes wrong: line and column (in
+// bytes, from 1), and what the decoder found there.
+func jsonErrorAt(body []byte) string {
+	var v any
+	err := json.Unmarshal(body, &v)
+	pos, what := len(body), "unexpected end of the data"
+	var se *json.SyntaxError
+	if errors.As(err, &se) && !strings.Contains(se.Error(), "unexpected end") && se.Offset > 0 {
+		pos = int(min(se.Offset-1, int64(len(body)))) // Offset counts the offending byte
+		what = "unexpected character " + strings.TrimPrefix(se.Error(), "invalid character ")
+	}
+	line, col := 1, 1
+	for _, b := range body[:pos] {
+		if b == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Sprintf("line %d, column %d: %s", line, col, what)
 }
 
 // parseExpires reads --expires: "" (none), a positive duration from now (10m, 1h30m) or an

@@ -93,8 +93,8 @@ func TestSendDataFromStdinAndExpires(t *testing.T) {
 }
 
 // TestSendWithoutStreams pins a NATS without the proxbus streams: no "sent" line (nothing was
-// acknowledged), exit 1, and the message says to run `proxbus streams apply`; with and
-// without --no-wait.
+// acknowledged), exit 1, and the message names the NATS it used and says to run
+// `proxbus streams apply` there; with and without --no-wait.
 func TestSendWithoutStreams(t *testing.T) {
 	t.Parallel()
 	n := testenv.StartNATS(t)
@@ -104,7 +104,8 @@ func TestSendWithoutStreams(t *testing.T) {
 		if code != 1 || out != "" || strings.Contains(errOut, "sent ") {
 			t.Errorf("%v: code %d, stdout %q, stderr %q; want exit 1 and no sent line", extra, code, out, errOut)
 		}
-		if !strings.Contains(errOut, "`proxbus streams apply`") || !strings.Contains(errOut, "nothing was sent") {
+		if !strings.Contains(errOut, "`proxbus streams apply --nats-url "+n.URL+"`") || !strings.Contains(errOut, "on NATS at "+n.URL) ||
+			!strings.Contains(errOut, "nothing was sent") {
 			t.Errorf("%v: stderr does not say to run proxbus streams apply: %s", extra, errOut)
 		}
 	}
@@ -214,6 +215,43 @@ func TestSendInterruptedRunning(t *testing.T) {
 		"proxbus send: interrupted; command int-2 is running on a replica and goes on without this command",
 		"  cancel it:  proxbus cancel int-2",
 		"  follow it:  proxbus events --id int-2",
+	} {
+		if l := errOut.next(t); l != want {
+			t.Errorf("line %q, want %q", l, want)
+		}
+	}
+}
+
+// TestSendInterruptedAwaitingApproval pins Ctrl-C on a command whose newest step waits for
+// an approval: it is said to await approval (not to run), and the way out is reject.
+func TestSendInterruptedAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	n := natsWithStreams(t, embedded.NATSOptions{})
+	subjects := events.NewSubjects("")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errOut := newLineWriter()
+	done := make(chan int, 1)
+	go func() {
+		done <- cmdSend(ctx, []string{"vm.start", "--endpoint", "1", "--data", `{"vm":100}`, "--id", "int-3", "--nats-url", n.URL},
+			strings.NewReader(""), &strings.Builder{}, errOut)
+	}()
+	if l := errOut.next(t); !strings.HasPrefix(l, "sent vm.start id=int-3") {
+		t.Fatalf("first line %q, want the sent line", l)
+	}
+	cmd := events.Command{ID: "int-3", Source: defaultSource, Verb: "vm.start"}
+	publishEvent(t, n.JS, subjects, cmd, events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval"})
+	if l := errOut.next(t); !strings.Contains(l, "approval") {
+		t.Fatalf("line %q, want the approval step", l)
+	}
+	cancel()
+	if code := <-done; code != exitInterrupted {
+		t.Errorf("exit %d, want 130", code)
+	}
+	for _, want := range []string{
+		"proxbus send: interrupted; command int-3 is awaiting approval: it runs once another person approves it, and is answered 403 if rejected",
+		"  reject it:  proxbus reject int-3 --actor NAME",
+		"  follow it:  proxbus events --id int-3",
 	} {
 		if l := errOut.next(t); l != want {
 			t.Errorf("line %q, want %q", l, want)

@@ -25,6 +25,32 @@ const testWait = 30 * time.Second
 // deploy/nats/accounts.conf: a command is followed to its result. A lookup the user may not
 // make would go unanswered until --timeout, and send would fail.
 func TestSendAsCLIUser(t *testing.T) {
+	cliURL, js := startAccountsServer(t)
+	subjects := events.NewSubjects("")
+
+	// A fresh command, answered once it is sent.
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	stderr := newLineWriter()
+	done := make(chan int, 1)
+	var stdout strings.Builder
+	go func() {
+		done <- cmdSend(ctx, []string{"vm.start", "--endpoint", "1", "--data", `{"vm":100}`, "--id", "perm-2", "--nats-url", cliURL("cli")},
+			strings.NewReader(""), &stdout, stderr)
+	}()
+	if l := stderr.next(t); !strings.HasPrefix(l, "sent vm.start id=perm-2") {
+		t.Fatalf("line %q, want the sent line", l)
+	}
+	publishEvent(t, js, subjects, events.Command{ID: "perm-2", Source: defaultSource, Verb: "vm.start"}, events.Result{Status: 200, Result: "already_running"})
+	if code := <-done; code != 0 || !strings.Contains(stdout.String(), "already_running") {
+		t.Errorf("fresh command: code %d\n%s", code, stdout.String())
+	}
+}
+
+// startAccountsServer runs a NATS server with deploy/nats/accounts.conf and the proxbus
+// streams, and returns the URL of each user (with its password) and an admin's JetStream.
+func startAccountsServer(t *testing.T) (userURL func(user string) string, admin jetstream.JetStream) {
+	t.Helper()
 	raw, err := os.ReadFile("../../deploy/nats/accounts.conf")
 	if err != nil {
 		t.Fatal(err)
@@ -55,38 +81,55 @@ func TestSendAsCLIUser(t *testing.T) {
 	if !srv.ReadyForConnections(testWait) {
 		t.Fatal("server not ready")
 	}
-	admin, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", password("admin")))
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("admin", password("admin")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(admin.Close)
-	js, err := jetstream.New(admin)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	subjects := events.NewSubjects("")
-	if err := consumer.Provision(context.Background(), js, consumer.Config{Subjects: subjects}); err != nil {
+	if err := consumer.Provision(context.Background(), js, consumer.Config{Subjects: events.NewSubjects("")}); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(srv.ClientURL())
-	u.User = url.UserPassword("cli", password("cli"))
-	cliURL := u.String()
+	return func(user string) string {
+		u, _ := url.Parse(srv.ClientURL())
+		u.User = url.UserPassword(user, password(user))
+		return u.String()
+	}, js
+}
 
-	// A fresh command, answered once it is sent.
-	ctx, cancel := context.WithTimeout(context.Background(), testWait)
-	defer cancel()
-	stderr := newLineWriter()
-	done := make(chan int, 1)
-	var stdout strings.Builder
-	go func() {
-		done <- cmdSend(ctx, []string{"vm.start", "--endpoint", "1", "--data", `{"vm":100}`, "--id", "perm-2", "--nats-url", cliURL},
-			strings.NewReader(""), &stdout, stderr)
-	}()
-	if l := stderr.next(t); !strings.HasPrefix(l, "sent vm.start id=perm-2") {
-		t.Fatalf("line %q, want the sent line", l)
+// TestPermissionViolationNamed pins that a NATS permissions violation ends the subcommand at
+// once with a message naming the user, what it may not do and the subject, instead of a
+// timeout: approve as the cli user (only approver may publish command.approve), dlq list as
+// the cli user (no access to the dead-letter stream).
+func TestPermissionViolationNamed(t *testing.T) {
+	userURL, _ := startAccountsServer(t)
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"approve as cli", []string{"approve", "some-id", "--actor", "bob", "--timeout", "10m", "--nats-url", userURL("cli")},
+			[]string{`NATS user "cli" may not publish to "proxbus.cmd.command.approve"`, "accounts.conf"}},
+		{"dlq list as producer", []string{"dlq", "list", "--nats-url", userURL("producer")},
+			[]string{`NATS user "producer" may not`}},
 	}
-	publishEvent(t, js, subjects, events.Command{ID: "perm-2", Source: defaultSource, Verb: "vm.start"}, events.Result{Status: 200, Result: "already_running"})
-	if code := <-done; code != 0 || !strings.Contains(stdout.String(), "already_running") {
-		t.Errorf("fresh command: code %d\n%s", code, stdout.String())
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runCLI(t, tt.args...)
+			if code != 1 {
+				t.Errorf("exit %d, want 1: %s", code, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, errOut)
+				}
+			}
+			if strings.Contains(errOut, "deadline") || strings.Contains(errOut, "pw-") {
+				t.Errorf("stderr speaks of a timeout or shows a password:\n%s", errOut)
+			}
+		})
 	}
 }

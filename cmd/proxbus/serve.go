@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -14,27 +15,52 @@ import (
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/config"
-	"github.com/proxbus/proxbus/internal/ingress"
+	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/store"
 )
 
-// serveFlags are the flags of `serve`; their defaults are the documented defaults of the
-// configuration each one sets.
-type serveFlags struct {
-	fs                                                            *flagSet
-	natsURL, redisURL, netboxURL, endpointsFile, prefix, instance *string
-	logFormat, logLevel, redisKeyPrefix, httpAddr                 *string
-	webhookRules, webhookVerbs                                    *string
-	netboxToken, webhookSecret, proxboxAPIKey                     *secretFlag
-	httpTLSCert, httpTLSKey                                       *string
-	resultTimeout                                                 *time.Duration
-	concurrency, maxAckPending, maxAttempts, streamReplicas       *int
-	redisMinReplicas                                              *int
-	redisReplicaTimeout                                           *time.Duration
-	ackWait, dedupeTTL, idemWindow, leaseTTL, commandMaxAge       *time.Duration
-	noProvision                                                   *bool
-	security                                                      *securityFlags
-	console                                                       *consoleFlags
+// serveCmd is `proxbus serve`; its defaults are the documented defaults of the configuration
+// each flag sets.
+type serveCmd struct {
+	natsFlags
+	RedisURL        string `name:"redis-url" default:"${redis_url}" help:"Redis URL (rediss:// for TLS, user:password@ for ACL)."`
+	NetBoxURL       string `name:"netbox-url" help:"NetBox base URL (http:// or https://)."`
+	NetBoxToken     string `name:"netbox-token" help:"The NetBox API token (v1 40-hex or v2 nbt_…)."`
+	NetBoxTokenFile string `name:"netbox-token-file" help:"File holding the NetBox API token, trailing newline trimmed (instead of --netbox-token)."`
+	EndpointsFile   string `name:"endpoints-file" help:"YAML file of Proxmox endpoints."`
+	Instance        string `name:"instance" help:"Name of this replica (default host-pid)."`
+	logFlags
+	RedisKeyPrefix            string        `name:"redis-key-prefix" default:"${redis_key_prefix}" help:"Prefix of every Redis key."`
+	RedisMinReplicas          int           `name:"redis-min-replicas" default:"-1" help:"Redis replicas that must acknowledge each change of the store (WAIT) before a command acts on it; a command waits while they do not (-1: 1 with redis+sentinel:// or redis+cluster://, else 0)."`
+	RedisReplicaTimeout       time.Duration `name:"redis-replica-timeout" default:"${redis_replica_timeout}" help:"How long a change of the store waits for --redis-min-replicas acknowledgements."`
+	HTTPAddr                  string        `name:"http-addr" help:"Listen address of /metrics, /healthz, /readyz and the web console /ui (e.g. :9090; empty: off)."`
+	HTTPTLSCert               string        `name:"http-tls-cert" help:"PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)."`
+	HTTPTLSKey                string        `name:"http-tls-key" help:"PEM private key of --http-tls-cert."`
+	WebhookSecret             string        `name:"webhook-secret" help:"The NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)."`
+	WebhookSecretFile         string        `name:"webhook-secret-file" help:"File holding the NetBox webhook secret (instead of --webhook-secret)."`
+	WebhookRules              string        `name:"webhook-rules" help:"YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)."`
+	WebhookVerbs              []string      `name:"webhook-verbs" help:"Verbs the webhook may publish, exact or prefix.* (vm.*), comma-separated; empty: all but command.*."`
+	ProxboxAPIKey             string        `name:"proxbox-api-key" help:"The X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs."`
+	ProxboxAPIKeyFile         string        `name:"proxbox-api-key-file" help:"File holding the X-Proxbox-API-Key (instead of --proxbox-api-key)."`
+	ResultTimeout             time.Duration `name:"http-result-timeout" default:"${result_timeout}" help:"How long POST /proxmox/storage/pbs waits for the result (then 504)."`
+	Concurrency               int           `name:"concurrency" default:"${concurrency}" help:"Commands processed at once by this replica."`
+	MaxAckPending             int           `name:"max-ack-pending" default:"0" help:"Commands in flight across all replicas, the durable's MaxAckPending (0: --concurrency; with N replicas use N×concurrency; serve keeps a higher value on the server)."`
+	MaxAttempts               int           `name:"max-attempts" default:"${max_attempts}" help:"Failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)."`
+	CommandMaxAge             time.Duration `name:"command-max-age" default:"${command_max_age}" help:"A command older than this (from its time, else its arrival) when it would first start is answered 410 command_expired and does nothing."`
+	StreamReplicas            int           `name:"stream-replicas" default:"${stream_replicas}" help:"Replica count of the provisioned streams (3 on a clustered broker; serve never lowers it, streams apply does when given)."`
+	AckWait                   time.Duration `name:"ack-wait" default:"${ack_wait}" help:"JetStream AckWait (kept alive by InProgress every ack-wait/3)."`
+	DedupeTTL                 time.Duration `name:"dedupe-ttl" default:"${dedupe_ttl}" help:"How long finished commands are remembered."`
+	IdempotencyWindow         time.Duration `name:"idempotency-window" default:"${idempotency_window}" help:"Idempotency-Key window."`
+	LeaseTTL                  time.Duration `name:"lease-ttl" default:"${lease_ttl}" help:"A running command's lease; a dead replica's work is resumed after it."`
+	NoProvision               bool          `name:"no-provision" help:"Do not create or update streams and the consumer."`
+	RedisTLSCA                string        `name:"redis-tls-ca" help:"PEM file of the CAs trusted for Redis (needs a rediss:// URL)."`
+	RedisTLSInsecure          bool          `name:"redis-tls-insecure" help:"Do not verify the Redis server's certificate (rediss:// only; unsafe)."`
+	RedisSentinelUsername     string        `name:"redis-sentinel-username" help:"ACL user of the Redis Sentinels (redis+sentinel:// only; the URL's user is the data nodes')."`
+	RedisSentinelPassword     string        `name:"redis-sentinel-password" help:"Password of the Redis Sentinels (redis+sentinel:// only)."`
+	RedisSentinelPasswordFile string        `name:"redis-sentinel-password-file" help:"File holding the password of the Redis Sentinels (instead of --redis-sentinel-password)."`
+	NetBoxTLSCA               string        `name:"netbox-tls-ca" help:"PEM file of the CAs trusted for NetBox (only these)."`
+	NetBoxTLSInsecure         bool          `name:"netbox-tls-insecure" help:"Do not verify NetBox's certificate (unsafe)."`
+	consoleFlags
 }
 
 // Ranges of serve's numeric flags, checked by [serveFlags.config]. AckWait's minimum keeps
@@ -58,165 +84,176 @@ const (
 	maxResultTimeout    = time.Hour
 )
 
-func addServeFlags(fs *flagSet) *serveFlags {
-	logFormat, logLevel := addLogFlags(fs)
-	return &serveFlags{
-		fs:             fs,
-		natsURL:        addNATSURLFlag(fs),
-		redisURL:       fs.str("redis-url", app.DefaultRedisURL, "Redis URL (rediss:// for TLS, user:password@ for ACL)"),
-		netboxURL:      fs.str("netbox-url", "", "NetBox base URL"),
-		netboxToken:    fs.secret("netbox-token", "the NetBox API token (v1 40-hex or v2 nbt_…)"),
-		endpointsFile:  fs.str("endpoints-file", "", "YAML file of Proxmox endpoints"),
-		prefix:         addSubjectPrefixFlag(fs, "prefix of every subject and stream name"),
-		instance:       fs.str("instance", "", "name of this replica (default host-pid)"),
-		logFormat:      logFormat,
-		logLevel:       logLevel,
-		redisKeyPrefix: addRedisKeyPrefixFlag(fs),
-		redisMinReplicas: fs.intIn("redis-min-replicas", -1, -1, maxRedisMinReplicas,
-			"Redis replicas that must acknowledge each change of the store (WAIT) before a command acts on it; a command waits while they do not (-1: 1 with redis+sentinel:// or redis+cluster://, else 0)"),
-		redisReplicaTimeout: fs.durationIn("redis-replica-timeout", store.DefaultReplicaTimeout, minReplicaTimeout, maxReplicaTimeout,
-			"how long a change of the store waits for --redis-min-replicas acknowledgements"),
-		httpAddr:       fs.str("http-addr", "", "listen address of /metrics, /healthz, /readyz and the web console /ui (e.g. :9090; empty: off)"),
-		httpTLSCert:    fs.str("http-tls-cert", "", "PEM certificate chain: serve TLS on --http-addr (needs --http-tls-key)"),
-		httpTLSKey:     fs.str("http-tls-key", "", "PEM private key of --http-tls-cert"),
-		webhookSecret:  fs.secret("webhook-secret", "the NetBox webhook secret: enables POST /webhooks/netbox (X-Hook-Signature; needs --http-addr)"),
-		webhookRules:   fs.str("webhook-rules", "", "YAML rules mapping NetBox webhook bodies to commands (docs/ingress.md)"),
-		webhookVerbs:   fs.str("webhook-verbs", "", "comma-separated verbs the webhook may publish, exact or prefix.* (vm.*); empty: all but command.*"),
-		proxboxAPIKey:  fs.secret("proxbox-api-key", "the X-Proxbox-API-Key: enables the proxbox-api compatible POST /proxmox/storage/pbs"),
-		resultTimeout:  fs.durationIn("http-result-timeout", ingress.DefaultResultTimeout, minResultTimeout, maxResultTimeout, "how long POST /proxmox/storage/pbs waits for the result (then 504)"),
-		concurrency:    fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands processed at once by this replica"),
-		maxAckPending:  addMaxAckPendingFlag(fs),
-		maxAttempts:    fs.intIn("max-attempts", handlers.DefaultMaxAttempts, 1, maxMaxAttempts, "failed attempts before a command that wrote nothing is answered 503 and dead-lettered (waiting spends none)"),
-		commandMaxAge:  fs.durationIn("command-max-age", handlers.DefaultCommandMaxAge, minCommandMaxAge, 0, "a command older than this (from its time, else its arrival) when it would first start is answered 410 command_expired and does nothing"),
-		streamReplicas: fs.intIn("stream-replicas", consumer.DefaultReplicas, 1, maxStreamReplicas, "replica count of the provisioned streams (3 on a clustered broker; serve never lowers it, streams apply does when given)"),
-		ackWait:        fs.durationIn("ack-wait", consumer.DefaultAckWait, minAckWait, maxAckWait, "JetStream AckWait (kept alive by InProgress every ack-wait/3)"),
-		dedupeTTL:      fs.durationIn("dedupe-ttl", store.DefaultDedupeTTL, minDedupeTTL, 0, "how long finished commands are remembered"),
-		idemWindow:     fs.durationIn("idempotency-window", store.DefaultWindow, minWindow, 0, "Idempotency-Key window"),
-		leaseTTL:       fs.durationIn("lease-ttl", store.DefaultLeaseTTL, minLeaseTTL, maxLeaseTTL, "a running command's lease; a dead replica's work is resumed after it"),
-		noProvision:    fs.boolean("no-provision", false, "do not create or update streams and the consumer"),
-		security:       addSecurityFlags(fs),
-		console:        addConsoleFlags(fs),
-	}
-}
-
-// addNATSURLFlag adds --nats-url (every subcommand that connects to NATS).
-func addNATSURLFlag(fs *flagSet) *string {
-	return fs.str("nats-url", app.DefaultNATSURL, "NATS server URL")
-}
-
-// addSubjectPrefixFlag adds --subject-prefix (every subcommand that names subjects).
-func addSubjectPrefixFlag(fs *flagSet, help string) *string {
-	return fs.str("subject-prefix", events.NewSubjects("").Prefix, help)
-}
-
-// addRedisKeyPrefixFlag adds --redis-key-prefix (serve and journal pending).
-func addRedisKeyPrefixFlag(fs *flagSet) *string {
-	return fs.str("redis-key-prefix", store.DefaultPrefix, "prefix of every Redis key")
-}
-
-// addMaxAckPendingFlag adds --max-ack-pending (serve and streams apply): 0 means
-// --concurrency. serve never lowers the durable's value; streams apply does only when the
-// flag is given.
-func addMaxAckPendingFlag(fs *flagSet) *int {
-	return fs.intIn("max-ack-pending", 0, 0, maxMaxAckPending,
-		"commands in flight across all replicas, the durable's MaxAckPending (0: --concurrency; with N replicas use N×concurrency; serve keeps a higher value on the server)")
-}
-
-// addLogFlags adds --log-format and --log-level, checked by [flagSet.problems].
-func addLogFlags(fs *flagSet) (format, level *string) {
-	format = fs.oneOf("log-format", "auto", []string{"auto", "json", "text"}, "auto (tint on a terminal, else JSON), json or text")
-	level = fs.str("log-level", "info", "debug, info, warn or error")
-	fs.checks = append(fs.checks, func() error {
-		var l slog.Level
-		if err := l.UnmarshalText([]byte(*level)); err != nil {
-			return fmt.Errorf("%s %q: must be debug, info, warn or error", fs.shown("log-level"), *level)
+// checks reports every bad value of the flags that needs no file but the secrets' (a number
+// or duration out of range, an unusable secret file, an inline secret and its file both set,
+// an unknown log format or level), each naming its flag and, when it came from there, its
+// variable.
+func (c *serveCmd) checks(e *cliEnv) (secrets [4]string, errs []error) {
+	add := func(err error) {
+		if err != nil {
+			errs = append(errs, err)
 		}
-		return nil
-	})
-	return format, level
+	}
+	var err error
+	secrets[0], err = e.secretValue("netbox-token", c.NetBoxToken, c.NetBoxTokenFile)
+	add(err)
+	secrets[1], err = e.secretValue("webhook-secret", c.WebhookSecret, c.WebhookSecretFile)
+	add(err)
+	secrets[2], err = e.secretValue("proxbox-api-key", c.ProxboxAPIKey, c.ProxboxAPIKeyFile)
+	add(err)
+	secrets[3], err = e.secretValue("redis-sentinel-password", c.RedisSentinelPassword, c.RedisSentinelPasswordFile)
+	add(err)
+	errs = append(errs, c.logFlags.check(e)...)
+	add(e.intIn("redis-min-replicas", c.RedisMinReplicas, -1, maxRedisMinReplicas))
+	add(e.durationIn("redis-replica-timeout", c.RedisReplicaTimeout, minReplicaTimeout, maxReplicaTimeout))
+	add(e.durationIn("http-result-timeout", c.ResultTimeout, minResultTimeout, maxResultTimeout))
+	add(e.intIn("concurrency", c.Concurrency, 1, maxConcurrency))
+	add(e.intIn("max-ack-pending", c.MaxAckPending, 0, maxMaxAckPending))
+	add(e.intIn("max-attempts", c.MaxAttempts, 1, maxMaxAttempts))
+	add(e.durationIn("command-max-age", c.CommandMaxAge, minCommandMaxAge, 0))
+	add(e.intIn("stream-replicas", c.StreamReplicas, 1, maxStreamReplicas))
+	add(e.durationIn("ack-wait", c.AckWait, minAckWait, maxAckWait))
+	add(e.durationIn("dedupe-ttl", c.DedupeTTL, minDedupeTTL, 0))
+	add(e.durationIn("idempotency-window", c.IdempotencyWindow, minWindow, 0))
+	add(e.durationIn("lease-ttl", c.LeaseTTL, minLeaseTTL, maxLeaseTTL))
+	add(e.intIn("ui-history", c.UIHistory, 100, maxConsoleHistory))
+	return secrets, errs
 }
 
-// config is the configuration the flags hold. Every bad value (a number or duration out of
-// range, an unusable secret file, an inline secret and its file both set, an unknown log
-// format or level) is reported at once in one error wrapping errUsage.
-func (f *serveFlags) config(stderr io.Writer) (app.Config, error) {
-	netboxToken, errToken := f.netboxToken.value()
-	webhookSecret, errHook := f.webhookSecret.value()
-	proxboxAPIKey, errKey := f.proxboxAPIKey.value()
-	sentinelPassword, errSentinel := f.security.redisSentinelPassword.value()
-	ui, errUI := f.console.config(false)
-	minReplicas := *f.redisMinReplicas
-	if minReplicas < 0 {
-		minReplicas = app.RedisDefaultMinReplicas(*f.redisURL)
-	}
-	if err := f.fs.problems(errToken, errHook, errKey, errSentinel, errUI); err != nil {
+// config is the configuration the flags hold; every problem [serveCmd.checks] finds is
+// reported at once in one error wrapping errUsage.
+func (c *serveCmd) config(e *cliEnv) (app.Config, error) {
+	secrets, errs := c.checks(e)
+	ui, errUI := c.consoleFlags.config(e, false)
+	if err := e.problems(append(errs, errUI)...); err != nil {
 		return app.Config{}, err
 	}
-	h, err := logHandler(stderr, *f.logFormat, *f.logLevel)
+	return c.build(e, secrets, ui)
+}
+
+// build is the configuration of flags already checked.
+func (c *serveCmd) build(e *cliEnv, secrets [4]string, ui app.Console) (app.Config, error) {
+	h, err := c.logFlags.handler(e)
 	if err != nil {
 		return app.Config{}, err
 	}
-	sec := f.security.security()
-	sec.RedisSentinelPassword = sentinelPassword
+	minReplicas := c.RedisMinReplicas
+	if minReplicas < 0 {
+		minReplicas = app.RedisDefaultMinReplicas(c.RedisURL)
+	}
+	sec := c.natsFlags.security(app.InboxService)
+	sec.RedisTLSCA, sec.RedisTLSInsecure, sec.RedisSentinelUsername = c.RedisTLSCA, c.RedisTLSInsecure, c.RedisSentinelUsername
+	sec.RedisSentinelPassword = secrets[3]
+	sec.NetBoxTLSCA, sec.NetBoxTLSInsecure = c.NetBoxTLSCA, c.NetBoxTLSInsecure
 	return app.Config{
-		NATSURL: *f.natsURL, RedisURL: *f.redisURL, NetBoxURL: *f.netboxURL, NetBoxToken: netboxToken,
-		EndpointsFile: *f.endpointsFile, Instance: *f.instance,
+		NATSURL: c.NATSURL, RedisURL: c.RedisURL, NetBoxURL: c.NetBoxURL, NetBoxToken: secrets[0],
+		EndpointsFile: c.EndpointsFile, Instance: c.Instance,
 		Consumer: consumer.Config{
-			Subjects: events.NewSubjects(*f.prefix), Concurrency: *f.concurrency, MaxAckPending: *f.maxAckPending,
-			Replicas: *f.streamReplicas, AckWait: *f.ackWait,
+			Subjects: events.NewSubjects(c.SubjectPrefix), Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending,
+			Replicas: c.StreamReplicas, AckWait: c.AckWait,
 		},
-		Store: store.Options{Prefix: *f.redisKeyPrefix, DedupeTTL: *f.dedupeTTL, Window: *f.idemWindow, LeaseTTL: *f.leaseTTL,
-			MinReplicas: minReplicas, ReplicaTimeout: *f.redisReplicaTimeout},
-		Pipeline:    handlers.Settings{MaxAttempts: *f.maxAttempts, CommandMaxAge: *f.commandMaxAge},
-		NoProvision: *f.noProvision, LogHandler: h, Security: sec, HTTPAddr: *f.httpAddr,
+		Store: store.Options{Prefix: c.RedisKeyPrefix, DedupeTTL: c.DedupeTTL, Window: c.IdempotencyWindow, LeaseTTL: c.LeaseTTL,
+			MinReplicas: minReplicas, ReplicaTimeout: c.RedisReplicaTimeout},
+		Pipeline:    handlers.Settings{MaxAttempts: c.MaxAttempts, CommandMaxAge: c.CommandMaxAge},
+		NoProvision: c.NoProvision, LogHandler: h, Security: sec, HTTPAddr: c.HTTPAddr,
 		Ingress: app.Ingress{
-			WebhookSecret: webhookSecret, WebhookRulesFile: *f.webhookRules, WebhookVerbs: verbList(*f.webhookVerbs),
-			ProxboxAPIKey: proxboxAPIKey, ResultTimeout: *f.resultTimeout,
+			WebhookSecret: secrets[1], WebhookRulesFile: c.WebhookRules, WebhookVerbs: verbList(c.WebhookVerbs),
+			ProxboxAPIKey: secrets[2], ResultTimeout: c.ResultTimeout,
 		},
 		Console: ui,
 	}, nil
 }
 
-// verbList splits a comma-separated list of verbs, dropping blanks.
-func verbList(s string) []string {
-	var out []string
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			out = append(out, v)
+// preflight reports what serve would otherwise only find at start, one at a time: a missing
+// or unusable NetBox URL (with the hint of a missing scheme), a missing or unusable endpoints
+// file, an unusable Redis URL. It returns the endpoints it read.
+func (c *serveCmd) preflight(e *cliEnv) ([]proxmox.EndpointConfig, []error) {
+	var errs []error
+	switch u, err := url.Parse(strings.TrimSpace(c.NetBoxURL)); {
+	case c.NetBoxURL == "":
+		errs = append(errs, fmt.Errorf("%s is required: the NetBox base URL, e.g. https://netbox.example.net", e.named("netbox-url")))
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		hint := "it must be an http:// or https:// URL with a host, e.g. https://netbox.example.net"
+		if !strings.Contains(c.NetBoxURL, "://") {
+			hint = "it has no scheme: write http://" + c.NetBoxURL + " (or https://)"
+		}
+		errs = append(errs, fmt.Errorf("%s %q: %s", e.named("netbox-url"), app.RedactURL(c.NetBoxURL), hint))
+	}
+	var eps []proxmox.EndpointConfig
+	if c.EndpointsFile == "" {
+		errs = append(errs, fmt.Errorf("%s is required: the YAML file of Proxmox endpoints (docs/operations.md)", e.named("endpoints-file")))
+	} else {
+		var err error
+		if eps, err = proxmox.LoadEndpoints(c.EndpointsFile); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", e.named("endpoints-file"), c.EndpointsFile, err))
 		}
 	}
-	return out
+	if rdb, err := app.RedisClient(c.RedisURL, app.Security{}); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", e.named("redis-url"), err))
+	} else {
+		_ = rdb.Close()
+	}
+	return eps, errs
 }
 
-func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := newFlagSet("serve", stderr)
-	sf := addServeFlags(fs)
-	if err := fs.Parse(args); err != nil {
+// Run runs the processor until interrupted. Every configuration problem, of the flags and of
+// the files they name, is reported at once (exit 2), each naming its flag and variable.
+func (c *serveCmd) Run(e *cliEnv) error {
+	secrets, errs := c.checks(e)
+	ui, errUI := c.consoleFlags.config(e, false)
+	eps, pre := c.preflight(e)
+	warnUnknownEnv(e, secretEnvs(eps)...)
+	if err := e.problems(append(append(errs, errUI), pre...)...); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: serve takes no arguments (got %s)", errUsage, strings.Join(fs.Args(), " "))
-	}
-	cfg, err := sf.config(stderr)
+	cfg, err := c.build(e, secrets, ui)
 	if err != nil {
 		return err
 	}
-	if cfg.HTTPListener, err = sf.httpListener(cfg.LogHandler); err != nil {
+	cfg.Endpoints = eps
+	if cfg.HTTPListener, err = c.httpListener(cfg.LogHandler); err != nil {
 		return err
 	}
-	return app.Serve(ctx, cfg)
+	return app.Serve(e.ctx, cfg)
+}
+
+// cmdServe runs `proxbus serve args`, returning the error Run returned.
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	return runSub(ctx, []string{"serve"}, args, nil, io.Discard, stderr)
 }
 
 // httpListener binds --http-addr with TLS when --http-tls-cert and --http-tls-key are set
 // (both or neither; they need --http-addr). It returns nil when they are not set: Serve then
 // binds --http-addr itself, in plain HTTP.
-func (f *serveFlags) httpListener(h slog.Handler) (net.Listener, error) {
-	tlsCfg, err := app.HTTPTLS(*f.httpTLSCert, *f.httpTLSKey, slog.New(h))
+func (c *serveCmd) httpListener(h slog.Handler) (net.Listener, error) {
+	tlsCfg, err := app.HTTPTLS(c.HTTPTLSCert, c.HTTPTLSKey, slog.New(h))
 	if err != nil || tlsCfg == nil {
 		return nil, err
 	}
-	if *f.httpAddr == "" {
+	if c.HTTPAddr == "" {
 		return nil, fmt.Errorf("%w: --http-tls-cert and --http-tls-key need --http-addr (PROXBUS_HTTP_ADDR), e.g. :9090", config.ErrInvalid)
 	}
-	return app.ListenHTTP(*f.httpAddr, tlsCfg)
+	return app.ListenHTTP(c.HTTPAddr, tlsCfg)
+}
+
+// secretEnvs are the variables the endpoints read their token secrets from.
+func secretEnvs(eps []proxmox.EndpointConfig) []string {
+	var names []string
+	for _, ep := range eps {
+		if ep.TokenSecretEnv != "" {
+			names = append(names, ep.TokenSecretEnv)
+		}
+	}
+	return names
+}
+
+// verbList is the verbs of --webhook-verbs, trimmed, blanks dropped.
+func verbList(verbs []string) []string {
+	var out []string
+	for _, v := range verbs {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,16 +22,13 @@ import (
 func TestServeFlagsReachTheConfig(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"PROXBUS_MAX_ACK_PENDING": "24", "PROXBUS_WEBHOOK_SECRET": "hook-secret"}
-	fs := newFlagSet("serve", io.Discard)
-	fs.getenv = func(k string) string { return env[k] }
-	sf := addServeFlags(fs)
-	if err := fs.Parse([]string{
-		"--stream-replicas", "3", "--http-addr", ":9090", "--webhook-rules", "/etc/proxbus/rules.yaml", "--webhook-verbs", "vm.start, vm.stop,,",
-		"--proxbox-api-key", "front-key", "--http-result-timeout", "15s",
-	}); err != nil {
+	c, e, err := parseCLI(t, env, "serve",
+		"--stream-replicas", "3", "--http-addr", ":9090", "--webhook-rules", "/etc/proxbus/rules.yaml",
+		"--proxbox-api-key", "front-key", "--http-result-timeout", "15s")
+	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := sf.config(io.Discard)
+	cfg, err := c.Serve.config(e)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +41,6 @@ func TestServeFlagsReachTheConfig(t *testing.T) {
 		{"HTTPAddr", cfg.HTTPAddr, ":9090"},
 		{"Ingress.WebhookSecret (env)", cfg.Ingress.WebhookSecret, "hook-secret"},
 		{"Ingress.WebhookRulesFile", cfg.Ingress.WebhookRulesFile, "/etc/proxbus/rules.yaml"},
-		{"Ingress.WebhookVerbs", strings.Join(cfg.Ingress.WebhookVerbs, "|"), "vm.start|vm.stop"},
 		{"Ingress.ProxboxAPIKey", cfg.Ingress.ProxboxAPIKey, "front-key"},
 		{"Ingress.ResultTimeout", cfg.Ingress.ResultTimeout, 15 * time.Second},
 	}
@@ -82,13 +77,11 @@ func TestServeHTTPTLSFlags(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fs := newFlagSet("serve", io.Discard)
-			fs.getenv = func(k string) string { return tc.env[k] }
-			sf := addServeFlags(fs)
-			if err := fs.Parse(tc.args); err != nil {
+			parsed, _, err := parseCLI(t, tc.env, append([]string{"serve"}, tc.args...)...)
+			if err != nil {
 				t.Fatal(err)
 			}
-			ln, err := sf.httpListener(slog.DiscardHandler)
+			ln, err := parsed.Serve.httpListener(slog.DiscardHandler)
 			if tc.wantErr != "" {
 				if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want a config error saying %q", err, tc.wantErr)

@@ -1,57 +1,55 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/proxbus/proxbus/internal/app"
+	"time"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 )
 
-// cmdStreams applies the stream and consumer configuration (what serve does at start) and
+// streamsCmd is `proxbus streams apply`: it applies the stream and consumer configuration (what serve does at start) and
 // prints each setting it changed (old → new), or "created" or "unchanged" per object. It
 // never lowers the durable's MaxAckPending or a stream's replica count that were not given
 // (flag or environment): it refuses, naming the server's value and the flag to pass. Without
-// --nats-url it works on a running `proxbus dev` (see [flagSet.natsFromDev]).
-func cmdStreams(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "apply" {
-		return fmt.Errorf("%w: proxbus streams apply", errUsage)
-	}
-	fs := newFlagSet("streams apply", stderr)
-	natsURL := addNATSURLFlag(fs)
-	natsSec := addNATSSecurityFlags(fs, app.InboxService)
-	prefix := addSubjectPrefixFlag(fs, "subject prefix")
-	concurrency := fs.intIn("concurrency", consumer.DefaultConcurrency, 1, maxConcurrency, "commands one replica processes at once (the default of --max-ack-pending)")
-	maxAckPending := addMaxAckPendingFlag(fs)
-	replicas := fs.intIn("stream-replicas", consumer.DefaultReplicas, 1, maxStreamReplicas, "replica count of the streams (3 on a clustered broker)")
-	ackWait := fs.durationIn("ack-wait", consumer.DefaultAckWait, minAckWait, maxAckWait, "the consumer's AckWait (as serve's --ack-wait)")
-	if err := fs.Parse(args[1:]); err != nil {
+// --nats-url it works on a running `proxbus dev` (see [cliEnv.natsFromDev]).
+type streamsCmd struct {
+	Apply streamsApplyCmd `cmd:"" help:"Create or update the streams and the consumer (what serve does at start)."`
+}
+
+// streamsApplyCmd is `proxbus streams apply`.
+type streamsApplyCmd struct {
+	Concurrency    int           `name:"concurrency" default:"${concurrency}" help:"Commands one replica processes at once (the default of --max-ack-pending)."`
+	MaxAckPending  int           `name:"max-ack-pending" default:"0" help:"Commands in flight across all replicas, the durable's MaxAckPending (0: --concurrency; with N replicas use N×concurrency)."`
+	StreamReplicas int           `name:"stream-replicas" default:"${stream_replicas}" help:"Replica count of the streams (3 on a clustered broker)."`
+	AckWait        time.Duration `name:"ack-wait" default:"${ack_wait}" help:"The consumer's AckWait (as serve's --ack-wait)."`
+	natsFlags
+}
+
+// Run applies the configuration.
+func (c *streamsApplyCmd) Run(e *cliEnv) error {
+	ctx, stdout := e.ctx, e.stdout
+	if err := e.problems(e.intIn("concurrency", c.Concurrency, 1, maxConcurrency), e.intIn("stream-replicas", c.StreamReplicas, 1, maxStreamReplicas),
+		e.intIn("max-ack-pending", c.MaxAckPending, 0, maxMaxAckPending), e.durationIn("ack-wait", c.AckWait, minAckWait, maxAckWait)); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: streams apply takes no arguments (got %v)", errUsage, fs.Args())
-	}
-	if err := fs.problems(); err != nil {
-		return err
-	}
-	fs.natsFromDev(stderr, natsURL, prefix)
-	nc, js, err := app.ConnectClient(*natsURL, natsSec.security())
+	client, err := e.connectNATS(&c.natsFlags, app.InboxService)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer client.Close()
+	ctx, js := client.ctx, client.js
 	cfg := consumer.Config{
-		Subjects: events.NewSubjects(*prefix), Concurrency: *concurrency, MaxAckPending: *maxAckPending,
-		Replicas: *replicas, AckWait: *ackWait,
+		Subjects: events.NewSubjects(c.SubjectPrefix), Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending,
+		Replicas: c.StreamReplicas, AckWait: c.AckWait,
 	}.WithDefaults()
 	opts := consumer.ProvisionOptions{MaxAckPending: consumer.RefuseLower, Replicas: consumer.RefuseLower}
-	if fs.explicit("max-ack-pending") {
+	if e.explicit("max-ack-pending") {
 		opts.MaxAckPending = consumer.AllowLower
 	}
-	if fs.explicit("stream-replicas") {
+	if e.explicit("stream-replicas") {
 		opts.Replicas = consumer.AllowLower
 	}
 	changes, err := consumer.ProvisionWith(ctx, js, cfg, opts)

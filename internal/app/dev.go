@@ -37,6 +37,22 @@ const (
 // DefaultDevNATSPort is the port [StartDev] tries first for the embedded NATS.
 const DefaultDevNATSPort = 4222
 
+// deleteRunKeys removes this run's keys from the Redis given by URL: no later run uses its
+// prefix, and they would otherwise stay there up to their TTLs (a day for finished commands).
+func (e *DevEnv) deleteRunKeys() {
+	rdb, err := RedisClient(e.RedisURL, Security{})
+	if err != nil {
+		return
+	}
+	defer rdb.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, e.RedisKeyPrefix+":*", 1000).Iterator()
+	for iter.Next(ctx) {
+		rdb.Del(ctx, iter.Val())
+	}
+}
+
 // DevOptions configures [StartDev]. The zero value of every field means its default.
 type DevOptions struct {
 	// RedisURL is a real Redis to use; empty starts the embedded, non-durable one.
@@ -46,6 +62,9 @@ type DevOptions struct {
 	NATSPort int
 	// Logger receives the simulators' logs.
 	Logger *slog.Logger
+	// TaskDuration is how long each simulated Proxmox task runs (0: the simulator's default;
+	// see simpve.Options.TaskDuration).
+	TaskDuration time.Duration
 }
 
 // DevEnv is the infrastructure of `proxbus dev`: embedded NATS JetStream, a store, and both
@@ -124,7 +143,7 @@ func StartDev(opts DevOptions) (*DevEnv, error) {
 		}()
 	}
 
-	env.PVE = simpve.New(simpve.Options{Scenario: "demo", Logger: opts.Logger})
+	env.PVE = simpve.New(simpve.Options{Scenario: "demo", Logger: opts.Logger, TaskDuration: opts.TaskDuration})
 	if env.PVEURL, err = env.PVE.Start("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("pve simulator: %w", err)
 	}
@@ -209,10 +228,14 @@ func (e *DevEnv) ServeConfig() Config {
 	}
 }
 
-// Close stops everything StartDev started and removes JetStream's temporary directory.
+// Close stops everything StartDev started, removes JetStream's temporary directory and, in a
+// Redis given by URL, this run's keys.
 func (e *DevEnv) Close() {
 	for i := len(e.closer) - 1; i >= 0; i-- {
 		_ = e.closer[i].Close()
+	}
+	if !e.RedisEmbedded && e.RedisKeyPrefix != "" {
+		e.deleteRunKeys()
 	}
 	if e.stop != nil {
 		e.stop()

@@ -1,12 +1,14 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proxbus/proxbus/internal/testenv"
 )
@@ -89,5 +91,31 @@ func TestDevKeyPrefixIsNewEachRun(t *testing.T) {
 	defer env.Close()
 	if p := env.ServeConfig().Store.Prefix; p != "" {
 		t.Errorf("embedded Redis prefix %q, want the default", p)
+	}
+}
+
+// TestDevRemovesItsRunKeys: dev on a Redis given by URL removes the keys of its run's prefix
+// when it ends (no later run uses that prefix), and leaves other prefixes alone.
+func TestDevRemovesItsRunKeys(t *testing.T) {
+	t.Parallel()
+	r := testenv.StartRedis(t)
+	env, err := StartDev(DevOptions{RedisURL: r.URL, NATSPort: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	mine, other := env.RedisKeyPrefix+":cmd:x", r.Prefix+":keep"
+	t.Cleanup(func() { r.Client.Del(context.Background(), mine) })
+	for _, k := range []string{mine, other} {
+		if err := r.Client.Set(ctx, k, "1", time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env.Close()
+	if n, _ := r.Client.Exists(ctx, mine).Result(); n != 0 {
+		t.Errorf("%s is still there after dev ended", mine)
+	}
+	if n, _ := r.Client.Exists(ctx, other).Result(); n != 1 {
+		t.Errorf("%s of another prefix was removed", other)
 	}
 }

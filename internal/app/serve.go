@@ -4,6 +4,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +27,7 @@ import (
 	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
+	"github.com/proxbus/proxbus/internal/presence"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
@@ -402,7 +404,9 @@ func Serve(ctx context.Context, cfg Config) error {
 			return nil
 		}},
 	}
-	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, trackedChecks(tracker, cfg.Endpoints)...)...))
+	tracked := trackedChecks(tracker, cfg.Endpoints)
+	tracked[0].Check = (&netboxProbe{nb: nb, tracker: tracker, now: time.Now}).Check // NetBox itself, not only what commands saw
+	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, tracked...)...))
 	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
 	if cfg.Ingress.enabled() {
 		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL); err != nil {
@@ -448,6 +452,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		}()
 	}
 	wg.Go(func() { pipeline.WatchGuards(repairCtx) })
+	wg.Go(func() { // the clients that work on the store check that a replica serves its prefix
+		presence.Run(repairCtx, rdb, cmp.Or(cfg.Store.Prefix, store.DefaultPrefix), cfg.Instance, func(err error) {
+			log.Warn("could not announce this replica in Redis", "err", err)
+		})
+	})
 	uiCtx, stopUI := context.WithCancel(context.WithoutCancel(ctx))
 	if ui != nil {
 		wg.Go(func() { ui.Run(uiCtx) })

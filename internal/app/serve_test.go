@@ -688,3 +688,34 @@ func TestPipelineSettingsGuestWaiters(t *testing.T) {
 		}
 	}
 }
+
+// TestReadyzSeesNetBoxGo: an idle replica whose NetBox goes away answers /readyz 503 naming
+// netbox on the next probe (no command needs to have failed first), and ok again once NetBox
+// is back.
+func TestReadyzSeesNetBoxGo(t *testing.T) {
+	t.Parallel()
+	e := newServeEnv(t)
+	s := serve(t, e.cfg)
+	s.waitReady()
+	if code, body := s.readyz(); code != http.StatusOK || body.Checks["netbox"] != "ok" {
+		t.Fatalf("readyz with NetBox up: %d %+v", code, body)
+	}
+	addr := strings.TrimPrefix(e.nbURL, "http://")
+	if err := e.netbox.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "readyz naming netbox once it is gone", func() bool {
+		code, body := s.readyz()
+		return code == http.StatusServiceUnavailable && slices.Contains(body.Down, "netbox") &&
+			strings.HasPrefix(body.Checks["netbox"], "unreachable")
+	})
+	again := simnetbox.New(simnetbox.Options{Scenario: "demo"})
+	if _, err := again.Start(addr); err != nil {
+		t.Skipf("cannot listen on %s again: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = again.Close() })
+	eventually(t, "readyz ok once NetBox is back", func() bool {
+		code, body := s.readyz()
+		return code == http.StatusOK && body.Checks["netbox"] == "ok"
+	})
+}
