@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,15 +18,18 @@ import (
 // message says which and what to do.
 var errNotCancelled = errors.New("not cancelled")
 
-// cancelCmd is `proxbus cancel ID`: it cancels a command that has not started yet (contract §10): it finds the command in
-// the commands stream, then stores the outcome 410 command_cancelled under its identity, so
-// that the replica that next takes it publishes that result and does nothing. A command that
-// has started is finished, not cancelled; a read is not cancelled (it changes nothing). Without
-// --nats-url and --redis-url it works on a running `proxbus dev`.
+// cancelCmd is `proxbus cancel ID` (contract §4 "Cancel", §10): it finds the command in the
+// commands stream, then, when it has not started, stores the outcome 410 command_cancelled
+// under its identity, so that the replica that next takes it publishes that result and does
+// nothing. A started command whose verb can stop its Proxmox task (vm.backup, vm.migrate,
+// vm.provision) has the replica running it stop the task (handlers.CancelCommand); any other
+// started command is finished, not cancelled; a read is not cancelled (it changes nothing).
+// Without --nats-url and --redis-url it works on a running `proxbus dev`.
 type cancelCmd struct {
 	ID     string `arg:"" optional:"" help:"The id of the command to cancel (proxbus send prints it)."`
 	Source string `name:"source" default:"${default_source}" help:"The command's source (proxbus send's default)."`
 	Actor  string `name:"actor" help:"Who cancels it, recorded in the result's detail."`
+	Reason string `name:"reason" help:"Why, recorded in the result's detail."`
 	natsFlags
 	storeFlags
 }
@@ -55,7 +59,7 @@ func (c *cancelCmd) Run(e *cliEnv) error {
 	cmd, err := app.FindQueued(ctx, js, subjects, c.Source, id)
 	switch {
 	case errors.Is(err, app.ErrNotQueued):
-		return notQueued(ctx, st, c.Source, id, follow)
+		return c.notQueued(ctx, e, st, follow)
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return fmt.Errorf("%w: the commands stream %s does not exist, so nothing is queued (proxbus serve creates it; so does proxbus streams apply)",
 			errNotCancelled, subjects.CommandsStream())
@@ -80,15 +84,34 @@ func (c *cancelCmd) Run(e *cliEnv) error {
 	case state == store.Finished:
 		return fmt.Errorf("%w: %s id=%s had already finished: %d %s (%s)", errNotCancelled, cmd.Verb, id, res.Status, res.Result, follow)
 	case state == store.Running:
-		return fmt.Errorf("%w: %s id=%s has started; a started command is finished, not cancelled (follow it: %s)", errNotCancelled, cmd.Verb, id, follow)
+		return c.cancelStarted(ctx, e, st, follow)
 	}
 	fmt.Fprintf(stdout, "cancelled %s id=%s: the replica that takes it answers 410 %s and does nothing\nfollow: %s\n",
 		cmd.Verb, id, handlers.ReasonCommandCancelled, follow)
 	return nil
 }
 
-// notQueued explains why a command that is not in the commands stream was not cancelled.
-func notQueued(ctx context.Context, st *store.Store, source, id, follow string) error {
+// cancelStarted asks the replica running the command to stop its Proxmox task, where the
+// command's verb can (handlers.CancelCommand), and says what was asked; otherwise the command is
+// finished, not cancelled.
+func (c *cancelCmd) cancelStarted(ctx context.Context, e *cliEnv, st *store.Store, follow string) error {
+	by := cmp.Or(c.Actor, "proxbus cancel")
+	out, err := handlers.CancelCommand(ctx, st, handlers.NewRegistry(handlers.Builtin()...), store.CommandKey{Source: c.Source, ID: c.ID}, by, c.Reason)
+	if err != nil {
+		return err
+	}
+	if out.Status >= 400 {
+		return fmt.Errorf("%w: %s: %s (follow it: %s)", errNotCancelled, c.ID, out.Detail, follow)
+	}
+	fmt.Fprintf(e.stdout, "cancel requested for %s: %s\nfollow: %s\n", c.ID, out.Detail, follow)
+	return nil
+}
+
+// notQueued explains why a command that is not in the commands stream was not cancelled, or
+// cancels it when it has started (it is then still in the stream, unless its message was taken
+// by a replica that holds it).
+func (c *cancelCmd) notQueued(ctx context.Context, e *cliEnv, st *store.Store, follow string) error {
+	id, source := c.ID, c.Source
 	state, _, err := st.Record(ctx, store.CommandKey{Source: source, ID: id})
 	if err != nil {
 		return err
@@ -97,7 +120,7 @@ func notQueued(ctx context.Context, st *store.Store, source, id, follow string) 
 	case store.Finished:
 		return fmt.Errorf("%w: %s had already finished (its result: %s)", errNotCancelled, id, follow)
 	case store.Running:
-		return fmt.Errorf("%w: %s has started; a started command is finished, not cancelled (follow it: %s)", errNotCancelled, id, follow)
+		return c.cancelStarted(ctx, e, st, follow)
 	}
 	return fmt.Errorf("%w: no queued command %s from source %s: check the id, and --source when another producer sent it (%s shows what happened to it)",
 		errNotCancelled, id, source, follow)

@@ -30,7 +30,8 @@ type cli struct {
 	Dev        devCmd        `cmd:"" help:"Everything on embedded defaults (NATS, store, simulators)."`
 	Send       sendCmd       `cmd:"" help:"Publish a command, show each step with its duration, print the result."`
 	Events     eventsCmd     `cmd:"" help:"Tail events; with --id, until the command's result."`
-	Cancel     cancelCmd     `cmd:"" help:"Cancel a command that has not started (410 command_cancelled)."`
+	Cancel     cancelCmd     `cmd:"" help:"Cancel a command: before it starts, or by stopping its Proxmox task (410 command_cancelled)."`
+	Status     statusCmd     `cmd:"" help:"A command's state (contract §4) and its history."`
 	Approve    decideCmd     `cmd:"" help:"Approve a command awaiting approval (a second person)."`
 	Reject     decideCmd     `cmd:"" help:"Reject a command awaiting approval (a second person)."`
 	Pending    pendingCmd    `cmd:"" help:"Commands awaiting approval."`

@@ -111,8 +111,11 @@ func TestPermissionViolationNamed(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"approve as cli", []string{"approve", "some-id", "--actor", "bob", "--timeout", "10m", "--nats-url", userURL("cli")},
+		{"approve as cli", []string{"approve", "some-id", "--actor", "bob", "--timeout", "10m", "--nats-url", userURL("cli"),
+			"--nats-inbox-prefix", "_INBOX_cli"}, // its own inbox: the publish is what it may not do
 			[]string{`NATS user "cli" may not publish to "proxbus.cmd.command.approve"`, "accounts.conf"}},
+		{"approve as cli, the approver's inbox", []string{"approve", "some-id", "--actor", "bob", "--timeout", "10m", "--nats-url", userURL("cli")},
+			[]string{`NATS user "cli" may not subscribe to "_INBOX_approver.`, "accounts.conf"}},
 		{"dlq list as producer", []string{"dlq", "list", "--nats-url", userURL("producer")},
 			[]string{`NATS user "producer" may not`}},
 	}
