@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/store"
 )
@@ -301,5 +302,39 @@ func TestStartedCommandNotLocatedIsUnconfirmed(t *testing.T) {
 	}
 	if w, _ := sc.counts(); w != 1 {
 		t.Errorf("writes = %d, want 1", w)
+	}
+}
+
+// TestStartedCommandNotLocatedNothingSent: a command whose owner died after its write-ahead
+// entry but before marking any write, and whose guest is gone when it resumes, sent nothing:
+// it is answered the locate's refusal (404 vm_not_found: the guest is gone, and this command
+// did nothing), its journal entry finalized with it, never left in_progress.
+func TestStartedCommandNotLocatedNothingSent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sc := okScript()
+	sc.locate = func() error { return fmt.Errorf("resolve: %w", proxmox.ErrVMNotFound) }
+	l := newLifecycle(t, sc)
+	cmd := testCommand("gone-unsent")
+	claim, err := l.store.Claim(ctx, store.ClaimRequest{Command: store.CommandKey{Source: cmd.Source, ID: cmd.ID}, Owner: "dead/1/1"})
+	if err != nil || claim.State != store.Claimed {
+		t.Fatalf("claim %v %v", claim.State, err)
+	}
+	if _, err := l.journal.CreateJournalEntry(ctx, netbox.JournalEntry{Comments: "- result: in_progress\n- command_id: gone-unsent\n"}); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.Advance(31 * time.Second)
+	if d := l.deliver(cmd, 2); d.Action != events.Ack {
+		t.Fatalf("delivery 2: %+v, want ack", d)
+	}
+	res := l.stream.resultsOf(cmd.Ref())
+	if len(res) != 1 || res[0].Status != 404 || res[0].Reason != ReasonVMNotFound || !res[0].Finalized() {
+		t.Fatalf("results %+v, want one 404 vm_not_found with its journal entry finalized", res)
+	}
+	if n := l.journal.inProgress(); n != 0 {
+		t.Errorf("%d journal entries still in_progress", n)
+	}
+	if w, _ := sc.counts(); w != 0 {
+		t.Errorf("writes = %d, want 0", w)
 	}
 }

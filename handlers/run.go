@@ -211,9 +211,10 @@ func (r *run) refuse(ctx context.Context, out Outcome) events.Disposition {
 }
 
 // refuseLocated answers a refusal met while locating the command's object (a guest not
-// found). A write command that had already started — its guest deleted by its own write, say,
-// before a crash — is not answered that refusal: it may have written, so it ends 502
-// proxmox_write_unconfirmed, its journal entry finalized when its progress is known.
+// found). A write command that had already started is resumed to be answered: when a write of
+// it may have been sent (its guest deleted by its own write, say, before a crash) it ends 502
+// proxmox_write_unconfirmed; when none was (its marks say so), the refusal stands. Either way
+// its write-ahead entry, from its record or found in NetBox, is finalized with the answer.
 func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition {
 	if r.verb.VerbAccess() != Write || r.cmd.DryRun {
 		return r.answer(ctx, out, noJournal)
@@ -240,15 +241,26 @@ func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition
 		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
 	}
 	ctx = context.WithoutCancel(ctx)
-	unconfirmed := unconfirmedWrite()
-	unconfirmed.Detail = "the command had started and its write may have been sent, but its object can no longer be found (" +
-		cmp.Or(out.Detail, out.Reason) + "); it is not sent again: check it in Proxmox"
-	journal := journalState{}
-	if claim.ProgressKnown && claim.Progress.JournalID != 0 {
-		journal = r.finalize(ctx, claim.Progress, unconfirmed, "")
+	progress := claim.Progress
+	if !claim.ProgressKnown {
+		found, disp, ok := r.recoverProgress(ctx, claim.Lease, claim.Marked)
+		if !ok {
+			return disp
+		}
+		progress = found
 	}
-	r.log.Warn("a started command's object can no longer be located; answered unconfirmed", "reason", out.Reason)
-	return r.complete(ctx, claim.Lease, unconfirmed, journal)
+	answer := out // nothing was sent (no mark): the object is gone now, as the refusal says
+	if progress.Dispatched {
+		answer = unconfirmedWrite()
+		answer.Detail = "the command had started and its write may have been sent, but its object can no longer be found (" +
+			cmp.Or(out.Detail, out.Reason) + "); it is not sent again: check it in Proxmox"
+		r.log.Warn("a started command's object can no longer be located; answered unconfirmed", "reason", out.Reason)
+	}
+	journal := journalState{}
+	if progress.JournalID != 0 {
+		journal = r.finalize(ctx, progress, answer, "")
+	}
+	return r.complete(ctx, claim.Lease, answer, journal)
 }
 
 // fromRecord answers a command whose outcome is already stored, from its record, and reports
