@@ -499,10 +499,23 @@ func (r *run) confirm(ctx context.Context, x *Exec, why string) (Outcome, error)
 // failed attempt. A write may have been sent: it is suspended as dispatched and comes back to
 // be confirmed by reading; it is never failed for it.
 func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err error, class failure) events.Disposition {
-	if serr := r.p.cfg.Store.Suspend(ctx, lease, x.progress); serr != nil {
-		r.log.Warn("store: suspend failed; the lease expires instead", "err", serr)
-	} else {
-		r.reach(crashStored, "suspension")
+	tries := 1
+	if errors.Is(err, errNotSent) {
+		// the write's mark failed, but may have been applied: the record must say it was not
+		// sent, or the next owner would answer unconfirmed for a write that never left
+		tries = suspendTries
+	}
+	for i := range tries {
+		serr := r.p.cfg.Store.Suspend(ctx, lease, x.progress)
+		if serr == nil {
+			r.reach(crashStored, "suspension")
+			break
+		}
+		if i == tries-1 || errors.Is(serr, store.ErrLeaseLost) {
+			r.log.Warn("store: suspend failed; the lease expires instead", "err", serr)
+			break
+		}
+		time.Sleep(publishPause << min(i, 3))
 	}
 	switch {
 	case x.Dispatched():
@@ -514,6 +527,10 @@ func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err e
 	}
 	return r.failedClaimed(ctx, lease, x.progress, "dispatch", err)
 }
+
+// suspendTries bounds the suspensions tried after a write's mark failed (0.25, 0.5, 1, 2, 2,
+// … s apart): enough to outlast a Redis failover, well within the lease.
+const suspendTries = 8
 
 // recoverProgress is the resume of a command whose previous owner stopped without recording
 // its progress (a crash): its write-ahead entry in NetBox is looked up, to be reused. Found →

@@ -29,7 +29,8 @@ func owned(op string) func(int64, error) error {
 
 // Suspend ends l's lease at once, gives its guards back and keeps the running record with
 // exactly progress p, marked suspended (p replaces what an earlier owner recorded, so
-// Dispatched may go back to false when the caller knows the write never left). The next Claim
+// Dispatched may go back to false, and a write drop out of Sent, when the caller knows it never
+// left: a mark that reported an error may still have been applied). The next Claim
 // of the command, by any owner, is Resumed with p and ProgressKnown, so a redelivery reuses
 // the journal entry instead of writing a second one. Use it for a transient failure after the write-ahead entry. The
 // Idempotency-Key record keeps its own TTL, so a twin still waits.
@@ -42,7 +43,7 @@ func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
 	keys, idx := s.leaseKeys(l)
 	return owned("suspend")(s.write(ctx, s.scripts.suspend, keys,
 		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, dispatched,
-		idx[0], idx[1], idx[2], "0").Int64())
+		idx[0], idx[1], idx[2], "0", strings.Join(p.Sent, ",")).Int64())
 }
 
 // Dispatching marks, on l's running record, that the Proxmox write named step is about to
@@ -64,7 +65,7 @@ func (s *Store) Dispatching(ctx context.Context, l Lease, p Progress, step strin
 func (s *Store) Yield(ctx context.Context, l Lease) error {
 	keys, idx := s.leaseKeys(l)
 	return owned("yield")(s.write(ctx, s.scripts.suspend, keys,
-		l.Owner, l.Token, "", "", "", idx[0], idx[1], idx[2], "1").Int64())
+		l.Owner, l.Token, "", "", "", idx[0], idx[1], idx[2], "1", "").Int64())
 }
 
 // Renew extends, in one atomic step, l's lease to now+LeaseTTL, the identity record's TTL to

@@ -222,7 +222,7 @@ return 1
 
 // suspendLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
 // ARGV[6..8] name. ARGV: owner, token, journal_id, journal_url, dispatched, idem_i, lock_i,
-// slots_i, yield. Gives the guards back (only while this owner and token hold them), then
+// slots_i, yield, sent (the marked writes, comma-separated; replaces the record's). Gives the guards back (only while this owner and token hold them), then
 // writes the progress exactly, marks the record suspended and ends the lease now; with yield
 // = '1' it only ends the lease (no progress, not marked suspended). Returns 1, or 0 when the lease is lost.
 const suspendLua = optLua + `
@@ -244,6 +244,8 @@ redis.call('HSET', KEYS[1], 'journal_id', ARGV[3], 'journal_url', ARGV[4], 'disp
   'suspended', '1', 'lease', '0')
 if ARGV[5] ~= '1' then
   redis.call('HDEL', KEYS[1], 'sent', 'dispatched_at')
+elseif ARGV[10] ~= '' then
+  redis.call('HSET', KEYS[1], 'sent', ARGV[10])
 end
 return 1
 `
