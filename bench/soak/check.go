@@ -43,7 +43,7 @@ type report struct {
 	twinReplays    int      // Idempotency-Key twins whose one answer is a replay of their twin's
 	notExecuted    []string // answered 503 "not executed" although a Proxmox write is theirs
 	notExecutedAll int      // first-hand 503 attempts_exhausted answers in all
-	mismatches     []string // answers the simulator's final state contradicts
+	mismatches     []string // answers the simulator's final state contradicts, or another command's answer
 	decided        int      // answers the final state could judge
 	deadDone       []string // dead letters of commands that wrote or finished
 }
@@ -761,6 +761,7 @@ func (rep *report) checkAnswers(plan []*planned, published map[string]time.Time,
 			}
 		}
 	}
+	volids := map[string]*planned{} // the volume each created vm.backup answered, by volid
 	for _, p := range plan {
 		id := p.cmd.ID
 		if _, ok := published[id]; !ok {
@@ -818,6 +819,9 @@ func (rep *report) checkAnswers(plan []*planned, published map[string]time.Time,
 			}
 		}
 		decided, wrong := judge(p, first, ws, effective, fs, published[id])
+		if other := sameBackup(volids, p, first); other != "" && wrong == "" {
+			wrong = "command " + other + " answered the same volume"
+		}
 		if decided {
 			rep.decided++
 		}
@@ -826,6 +830,30 @@ func (rep *report) checkAnswers(plan []*planned, published map[string]time.Time,
 				first.res.Status, first.res.Result, first.res.Reason, wrong))
 		}
 	}
+}
+
+// sameBackup remembers the volume a created vm.backup answer a of p names in volids and
+// returns the command that answered it before, unless that is an Idempotency-Key twin of p
+// (which answers its twin's): two backups answering one volid means one was told another's.
+func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
+	if p.cmd.Verb != "vm.backup" || a.res.Status != 201 {
+		return ""
+	}
+	var out struct {
+		VolID string `json:"volid"`
+	}
+	if json.Unmarshal(a.res.Output, &out) != nil || out.VolID == "" {
+		return ""
+	}
+	other, seen := volids[out.VolID]
+	if !seen {
+		volids[out.VolID] = p
+		return ""
+	}
+	if other.cmd.IdempotencyKey != "" && other.cmd.IdempotencyKey == p.cmd.IdempotencyKey {
+		return ""
+	}
+	return other.cmd.ID
 }
 
 // judge compares answer a of command p, published at pub, with what Proxmox holds (ws: the

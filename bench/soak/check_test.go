@@ -845,3 +845,44 @@ func TestSDKEvent(t *testing.T) {
 		}
 	}
 }
+
+// TestSameBackup: two vm.backup commands answering one volume is a wrong answer (one was told
+// the other's backup), unless they are Idempotency-Key twins (one replays the other's answer);
+// the plan publishes pairs of backups of one guest, back to back, to provoke it.
+func TestSameBackup(t *testing.T) {
+	t.Parallel()
+	created := func(volid string) resultEv {
+		return resultEv{res: events.Result{Status: 201, Output: json.RawMessage(`{"volid":"` + volid + `"}`)}}
+	}
+	backup := func(id, key string) *planned {
+		return &planned{cmd: events.Command{ID: id, Verb: "vm.backup", IdempotencyKey: key}}
+	}
+	volids := map[string]*planned{}
+	if other := sameBackup(volids, backup("a", ""), created("local:backup/x.vma.zst")); other != "" {
+		t.Errorf("the first backup: %q", other)
+	}
+	if other := sameBackup(volids, backup("b", ""), created("local:backup/x.vma")); other != "" {
+		t.Errorf("another volume: %q", other)
+	}
+	if other := sameBackup(volids, backup("c", ""), created("local:backup/x.vma.zst")); other != "a" {
+		t.Errorf("the same volume as a: %q, want a", other)
+	}
+	keyed := map[string]*planned{}
+	sameBackup(keyed, backup("k1", "key"), created("local:backup/y.vma"))
+	if other := sameBackup(keyed, backup("k2", "key"), created("local:backup/y.vma")); other != "" {
+		t.Errorf("an Idempotency-Key twin: %q", other)
+	}
+
+	g := newGenerator(1, "t", "canary", 50)
+	pairs := 0
+	plan := g.plan(3000)
+	for i, p := range plan[1:] {
+		prev := plan[i]
+		if p.cmd.Verb == "vm.backup" && prev.cmd.Verb == "vm.backup" && strings.Contains(string(p.cmd.Data), `"compress":"0"`) {
+			pairs++
+		}
+	}
+	if pairs == 0 {
+		t.Error("the plan has no back-to-back backups of one guest")
+	}
+}

@@ -107,6 +107,10 @@ type generator struct {
 	// producers does not change the commands); one producer means no draw.
 	producers []string
 	prnd      *rand.Rand
+	// twin is a second vm.backup of the guest and storage of the backup just drawn, with
+	// another compression, published right after it: two backups of one guest within a second
+	// (each must answer its own volume); nil when none is due.
+	twin *events.Command
 }
 
 type snapRef struct {
@@ -156,6 +160,13 @@ func (g *generator) next() *planned {
 	g.n++
 	id := fmt.Sprintf("soak-%s-%05d", g.run, g.n)
 	p := &planned{}
+	if g.twin != nil {
+		p.cmd, g.twin = *g.twin, nil
+		p.cmd.ID = id
+		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
+		p.producer = g.producers[0]
+		return p
+	}
 	r := g.rnd.Float64()
 	switch {
 	case r < 0.02:
@@ -423,6 +434,10 @@ func (g *generator) backup(id string) events.Command {
 	}
 	data := fmt.Sprintf(`{"vm":%d,"storage":%q,"mode":"snapshot","compress":%q}`, vm, storage, compress)
 	alt := fmt.Sprintf(`{"vm":%d,"storage":%q,"mode":"snapshot","compress":"gzip"}`, vm, storage)
+	if g.rnd.Float64() < 0.3 {
+		twin := g.command("", "vm.backup", fmt.Sprintf(`{"vm":%d,"storage":%q,"mode":"snapshot","compress":"0"}`, vm, storage), "")
+		g.twin = &twin
+	}
 	return g.command(id, "vm.backup", data, g.maybeGroup("vm.backup", data, alt))
 }
 
