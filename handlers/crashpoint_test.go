@@ -102,11 +102,11 @@ func (e *crashEnv) untilDone(p *Pipeline, cmd events.Command, arrived time.Time,
 func (e *crashEnv) requests() int { return len(e.pve.RequestLog()) }
 
 // writesSince is the simulator's Proxmox writes after its first since requests, as "METHOD
-// path", in the order sent.
+// path", in the order sent, but for those on guest 201 (the other replica's command's).
 func (e *crashEnv) writesSince(since int) []string {
 	var out []string
 	for _, r := range e.pve.RequestLog()[since:] {
-		if r.Method != "GET" {
+		if r.Method != "GET" && !strings.Contains(r.Path, "/lxc/201/") {
 			out = append(out, r.Method+" "+r.Path)
 		}
 	}
@@ -163,11 +163,13 @@ var unconfirmable = map[string]bool{"node.reboot": true, "vm.reboot": true, "vm.
 // cluster), the command is run once to list the crash points it passes (every persisted
 // change, before and after every Proxmox write, before and after every event published;
 // crashpoint.go), then, for each point in turn, in a fresh world, it is stopped there (its
-// process dies: no cleanup, its lease left to expire) and delivered again to a fresh pipeline
-// until it is answered. Each time: it is never dead-lettered; exactly one first-hand result,
-// equal to the uncrashed run's (or, for a write that cannot be confirmed by reading, 502
-// proxmox_write_unconfirmed); the same Proxmox writes as the uncrashed run, none twice; exactly
-// one journal entry, finalized (never left in_progress). The number of points is logged.
+// process dies: no cleanup, its lease left to expire), another replica runs a command of its
+// own, and the command is delivered again to a fresh pipeline until it is answered. Each time:
+// it is never dead-lettered; exactly one first-hand result, equal to the uncrashed run's (or,
+// for a write that cannot be confirmed by reading, or stopped between its mark and its
+// request, 502 *_unconfirmed); the same Proxmox writes as the uncrashed run, none twice;
+// exactly one journal entry, finalized (never left in_progress). The number of points is
+// logged.
 func TestEveryCrashPoint(t *testing.T) {
 	t.Parallel()
 	cases := apiCallCases(serveCloudImage(t, "crash-cloudimg-amd64.img"))
@@ -210,6 +212,11 @@ func TestEveryCrashPoint(t *testing.T) {
 				})
 				if d := crashing.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: arrived, StreamSeq: 7}); d.Action == events.Ack && seen < k {
 					t.Fatalf("point %d (%s): the run ended before it", k, point)
+				}
+				// another replica's command runs meanwhile (its writes are not the subject's)
+				other := crashCommand(fmt.Sprintf("other-%d", k), apiCallCase{verb: "vm.snapshot.create", data: fmt.Sprintf(`{"vm":201,"snapshot":"other%d"}`, k)})
+				if d := e.untilDone(e.pipeline("other", nil), other, time.Now(), 1); d.Action != events.Ack {
+					t.Fatalf("point %d: the other replica's command: %+v", k, d)
 				}
 				e.clock.Advance(31 * time.Second) // the dead owner's lease expires
 				got := e.observe(cmd, before, e.untilDone(e.pipeline("resumes", nil), cmd, arrived, 2))
