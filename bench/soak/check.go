@@ -862,8 +862,8 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 // Rules:
 //   - a 4xx refusal sent no write;
 //   - a 5xx failure had no effect: no effective write of p, except where the contract allows
-//     one (vm.provision leaves a clone behind, §9 finding 6; a reboot answered
-//     proxmox_write_unconfirmed cannot be proven by reading, finding 1; vm.delete's stop_first
+//     one (a vm.provision that failed leaves what it created behind; a reboot answered
+//     proxmox_write_unconfirmed cannot be proven by reading; vm.delete's stop_first
 //     stop may have taken effect, only its DELETE must not have);
 //   - vm.snapshot.create succeeded → the snapshot exists, or a delete of it took effect;
 //   - vm.snapshot.delete succeeded → the snapshot is absent, or a create of it took effect

@@ -221,7 +221,7 @@ func TestCheckGuestWrites(t *testing.T) {
 		{"one each", []writeRec{w(1), w(11)}, 0},
 		{"first sent twice", []writeRec{w(1), w(5), w(11)}, 1},
 		{"before any start", []writeRec{{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", At: at(-1)}}, 1},
-		// finding 7: c2's started step was dropped, so timing gives its write to c1; its done
+		// c2's started step was dropped (its events leader died), so timing gives its write to c1; its done
 		// step names the task.
 		{"the task's UPID wins over timing", []writeRec{w(1), {Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot", Status: 200,
 			UPID: "U2", At: at(5)}}, 0},
