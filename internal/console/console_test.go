@@ -566,3 +566,69 @@ func TestLongListIsStatic(t *testing.T) {
 		t.Error("a 1,000-row list has no live stream")
 	}
 }
+
+// TestListAndPageTellTheTruth: the list row names the command's target, its state as contract
+// §4 names it and its whole reason; a rejected command no longer shows its approval wait;
+// the journal link opens NetBox's page of the entry, not its API.
+func TestListAndPageTellTheTruth(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	f.publish("del-1", "vm.delete", events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval", Attempt: 1})
+	f.publish("del-1", "vm.delete", events.Result{Status: 403, Result: "refused", Reason: "approval_rejected",
+		JournalEntryURL: "http://netbox.example/api/extras/journal-entries/7/", Output: []byte(`{"vmid":101,"name":"web1","node":"pve1"}`)})
+	f.publish("gate-1", "vm.start", events.Result{Status: 403, Result: "refused", Reason: "endpoint_writes_disabled"})
+	f.held("del-1")
+	f.held("gate-1")
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	status, list := c.get("/ui/commands")
+	if status != http.StatusOK {
+		t.Fatalf("list: status %d", status)
+	}
+	row := regexp.MustCompile(`(?s)<tr id="c-[^"]*del-1".*?</tr>`).FindString(list)
+	for _, want := range []string{`data-state="rejected"`, `<td class="target">VM 101 (web1) on node pve1</td>`, `approval_rejected`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the rejected command's row lacks %s:\n%s", want, row)
+		}
+	}
+	if strings.Contains(row, "approval waiting") || strings.Contains(row, "awaiting") {
+		t.Errorf("the rejected command's row still shows its approval wait:\n%s", row)
+	}
+	if !strings.Contains(list, `<span class="reason">endpoint_writes_disabled</span>`) {
+		t.Error("the list does not show the whole reason endpoint_writes_disabled")
+	}
+	if _, css := c.get("/ui/static/console.css"); !strings.Contains(css, "td.status, table.commands td.target { white-space: normal") {
+		t.Error("the style sheet cuts the status or target cell")
+	}
+	status, page := c.get("/ui/commands/del-1")
+	if status != http.StatusOK || !strings.Contains(page, `href="http://netbox.example/extras/journal-entries/7/"`) || strings.Contains(page, "/api/extras") {
+		t.Errorf("command page: status %d, journal link to the page %v", status, strings.Contains(page, "netbox.example/extras/journal-entries/7/"))
+	}
+}
+
+// TestDeadLetterDetail: a dead letter's page shows its reason, detail, original subject,
+// headers and body, each escaped.
+func TestDeadLetterDetail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	seq := f.deadLetter(`{"id":"poison-1","data":{"note":"<script>alert(1)</script>"}}`)
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	status, list := c.get("/ui/deadletters")
+	if status != http.StatusOK || !strings.Contains(list, `href="/ui/deadletters/`+itoa(seq)+`"`) || !strings.Contains(list, "not JSON") {
+		t.Errorf("dead-letter list: status %d, links and shows the detail: %v", status, strings.Contains(list, "not JSON"))
+	}
+	status, page := c.get("/ui/deadletters/" + itoa(seq))
+	if status != http.StatusOK {
+		t.Fatalf("dead letter: status %d", status)
+	}
+	for _, want := range []string{
+		`<dd id="dl-reason">` + deadletter.ReasonInvalidCommand + `</dd>`, `<dd id="dl-detail">not JSON</dd>`,
+		`<code>` + f.s.Command("vm.start") + `</code>`, `<th>ce-id</th><td><code>poison-1</code>`, `&lt;script&gt;alert(1)&lt;/script&gt;`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dead letter's page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "<script>alert") {
+		t.Error("the dead letter's body is not escaped")
+	}
+}

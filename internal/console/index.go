@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"slices"
@@ -10,18 +11,17 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/store"
 )
 
-// States a command is listed in (the list's status filter).
-const (
-	StateRunning   = "running"
-	StateWaiting   = "waiting"
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-)
-
-// states are the values of the status filter, in the order the form offers them.
-var states = []string{StateRunning, StateWaiting, StateSucceeded, StateFailed}
+// states are the values of the list's status filter: the command states of contract §4, in
+// the order a command goes through them. The console tells them from a command's events alone
+// (it holds no lease): confirming is shown by `proxbus status`, not here.
+var states = []handlers.State{
+	handlers.StateReceived, handlers.StateWaiting, handlers.StateAwaitingApproval, handlers.StateRunning,
+	handlers.StateDone, handlers.StateExpired, handlers.StateCancelled, handlers.StateRejected, handlers.StateFailed,
+}
 
 // Command is what the console knows of one command, read from its events. A Command handed
 // out by the [index] is a copy: it never changes under its reader.
@@ -54,21 +54,69 @@ func (c Command) cachedRow() (string, bool) {
 	return c.row, c.row != "" && c.rowVersion == c.version
 }
 
-// State is the command's list state: succeeded or failed once it has a result (by the
-// result's HTTP status), else waiting when its newest step waits or retries, else running.
-func (c Command) State() string {
-	switch {
-	case c.Result != nil && c.Result.Status < 400:
-		return StateSucceeded
-	case c.Result != nil:
-		return StateFailed
-	case len(c.Steps) > 0:
-		switch c.Steps[len(c.Steps)-1].Status {
-		case events.StepWaiting, events.StepRetrying:
-			return StateWaiting
+// awaitingApproval is the detail of the waiting step a command awaiting approval publishes
+// (contract §4b).
+const awaitingApproval = "awaiting approval"
+
+// State is the command's state (contract §4), by the rules of [handlers.StatusOf] applied to
+// its events: its result's end state (done, expired, cancelled, rejected, failed) once it has
+// one; else awaiting_approval while its newest step is the approval wait; waiting while that
+// step waits or retries; running once it has any other step; received before.
+func (c Command) State() handlers.State {
+	var approval *store.Approval
+	if n := len(c.Steps); c.Result == nil && n > 0 {
+		last := c.Steps[n-1]
+		if last.Step == "approval" && last.Status == events.StepWaiting && last.Detail == awaitingApproval {
+			approval = &store.Approval{Decision: store.DecisionPending}
 		}
 	}
-	return StateRunning
+	st, ok := handlers.StatusOf(time.Time{}, store.Inspection{}, approval, c.Steps, c.Result)
+	switch {
+	case !ok:
+		return handlers.StateReceived
+	case st.State == handlers.StateReceived && len(c.Steps) > 0:
+		return handlers.StateRunning // a replica has published its steps: it works on it
+	}
+	return st.State
+}
+
+// Final reports whether the command is in an end state: nothing can be decided on it any more.
+func (c Command) Final() bool { return c.State().Final() }
+
+// Target is what the command acts on, as far as its events tell: the guest (vmid and name)
+// and node its result's output names, the command a decision names, else "".
+func (c Command) Target() string {
+	if c.Result == nil || len(c.Result.Output) == 0 {
+		return ""
+	}
+	var out struct {
+		VMID          json.Number `json:"vmid"`
+		Name          string      `json:"name"`
+		Node          string      `json:"node"`
+		CommandID     string      `json:"command_id"`
+		CommandSource string      `json:"command_source"`
+	}
+	d := json.NewDecoder(bytes.NewReader(c.Result.Output))
+	d.UseNumber()
+	if d.Decode(&out) != nil {
+		return ""
+	}
+	var parts []string
+	switch {
+	case out.VMID != "" && out.Name != "":
+		parts = append(parts, "VM "+out.VMID.String()+" ("+out.Name+")")
+	case out.VMID != "":
+		parts = append(parts, "VM "+out.VMID.String())
+	case out.CommandID != "":
+		parts = append(parts, "command "+out.CommandID)
+	}
+	if out.Node != "" {
+		if len(parts) > 0 {
+			parts = append(parts, "on")
+		}
+		parts = append(parts, "node "+out.Node)
+	}
+	return strings.Join(parts, " ")
 }
 
 // Attempts is the highest attempt any of its steps names (1 when it has none).
@@ -91,9 +139,9 @@ func (c Command) Duration(now time.Time) time.Duration {
 }
 
 // Current says where the command is: its newest step and that step's state ("" when it has
-// no step).
+// no step, or has been answered: its state says how it ended).
 func (c Command) Current() string {
-	if len(c.Steps) == 0 {
+	if len(c.Steps) == 0 || c.Result != nil {
 		return ""
 	}
 	s := c.Steps[len(c.Steps)-1]
@@ -123,7 +171,7 @@ type Filter struct {
 func (f Filter) Match(c *Command) bool {
 	switch {
 	case f.Verb != "" && c.Verb != f.Verb,
-		f.State != "" && c.State() != f.State,
+		f.State != "" && string(c.State()) != f.State,
 		f.Actor != "" && c.Actor != f.Actor,
 		f.Endpoint != "" && (c.EndpointID == nil || strconv.FormatInt(*c.EndpointID, 10) != f.Endpoint),
 		f.Query != "" && !strings.Contains(c.ID, f.Query) && !strings.Contains(c.Ref, f.Query):

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/store"
 )
@@ -140,7 +142,7 @@ type listData struct {
 	Limit    int
 	Held     int
 	Verbs    []string
-	States   []string
+	States   []handlers.State
 	FilterOn bool
 	// Static is set when the list is too long to update live (more than maxLiveRows).
 	Static bool
@@ -445,7 +447,25 @@ func (c *Console) funcs() template.FuncMap {
 		"now":      func() time.Time { return c.cfg.Now() },
 		"add":      func(a, b int) int { return a + b },
 		"storeKey": func(k store.CommandKey) string { return events.Ref(k.Source, k.ID) },
+		"webURL":   netboxPage,
 	}
+}
+
+// netboxPage is the NetBox web page of an object whose API URL is apiURL: the URL without its
+// /api path segment (http://netbox/api/extras/journal-entries/7/ is shown at
+// http://netbox/extras/journal-entries/7/, also under a path prefix). A URL with no /api
+// segment is returned as it is.
+func netboxPage(apiURL string) string {
+	u, err := url.Parse(apiURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return apiURL
+	}
+	before, after, ok := strings.Cut(u.Path, "/api/")
+	if !ok {
+		return apiURL
+	}
+	u.Path, u.RawPath = before+"/"+after, ""
+	return u.String()
 }
 
 func fmtTime(t time.Time) string {
@@ -505,17 +525,23 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// indentJSON pretty-prints a JSON document; anything else is returned as it is.
+// indentJSON pretty-prints a JSON document with its strings as they read (a stored
+// "\u003c" shows as "<": the page escapes it); anything else is returned as it is.
 func indentJSON(raw []byte) string {
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&v) != nil || d.More() {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.SetIndent("", "  ")
+	if e.Encode(v) != nil {
 		return string(raw)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // maxBodyShown bounds how much of a dead letter's body its page shows.
