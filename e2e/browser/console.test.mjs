@@ -186,7 +186,7 @@ test("the commands list shows a new command within a second, without a reload", 
   assert.equal(await page.evaluate(() => window.proxbusNoReload), true, "the page was reloaded");
   assert.equal(await page.getAttribute("#live", "data-state"), "live", "the live badge");
   // The row changes in place when the command finishes.
-  await page.waitForSelector(`#c-${liveID}[data-state="succeeded"]`);
+  await page.waitForSelector(`#c-${liveID}[data-state="done"]`);
   assert.equal(await page.locator(`#c-${liveID} td.verb`).textContent(), "vm.list");
   console.log(`# ${liveID} in the list ${seen} ms after send returned`);
 });
@@ -199,8 +199,8 @@ test("a provision's timeline: its steps in order, relocate_disk among them, and 
   }, "--id", provisionID);
   await send("vm.snapshot.list", { vm: 101 }, "--id", `snaps-${tag}`);
   await send("vm.start", { vm: 330 }, "--id", `start-${tag}`);
-  await page.waitForSelector(`#c-${provisionID}[data-state="succeeded"]`);
-  await page.waitForSelector(`#c-start-${tag}[data-state="succeeded"]`);
+  await page.waitForSelector(`#c-${provisionID}[data-state="done"]`);
+  await page.waitForSelector(`#c-start-${tag}[data-state="done"]`);
   await page.waitForSelector(`#c-${poisonID}[data-state="failed"]`);
   await shot("commands.png");
 

@@ -10,7 +10,7 @@ import (
 )
 
 // TestIndexFollowsACommand pins how a command's state follows its events: running while its
-// steps run, waiting while its newest step waits, then succeeded or failed by its result's
+// steps run, waiting while its newest step waits, then done or failed by its result's
 // status; its actor, endpoint, verb and replica come from its events.
 func TestIndexFollowsACommand(t *testing.T) {
 	t.Parallel()

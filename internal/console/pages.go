@@ -224,10 +224,22 @@ type commandData struct {
 	Timeline timeline
 	Output   string
 	Finished bool
+	// Sent is the verb of a decision just published on the command, SentAs that decision's
+	// ref (the page a decision redirects to).
+	Sent, SentAs string
+	// Decide are the decisions offered to an operator (approve, reject, cancel), in order.
+	Decide []string
 }
 
-func (c *Console) commandData(cmd Command) commandData {
+func (c *Console) commandData(cmd Command, s session) commandData {
 	d := commandData{C: cmd, Timeline: layout(cmd, c.cfg.Now()), Finished: cmd.Result != nil}
+	if s.role >= roleOperator {
+		for _, a := range []string{"approve", "reject", "cancel"} {
+			if decisions[a].Applies(cmd) {
+				d.Decide = append(d.Decide, a)
+			}
+		}
+	}
 	if cmd.Result != nil && len(cmd.Result.Output) > 0 {
 		d.Output = indentJSON(cmd.Result.Output)
 	}
@@ -242,7 +254,9 @@ func (c *Console) commandPage(w http.ResponseWriter, r *http.Request, s session)
 			fmt.Sprintf("No command %q is among the newest %d commands the console holds. It may be older, not published yet, or its id may be shared by several sources: search the list for it.", ref, c.cfg.History))
 		return
 	}
-	v := c.view(s, "commands", cmd.Verb+" "+cmd.ID, c.commandData(cmd))
+	d := c.commandData(cmd, s)
+	d.Sent, d.SentAs = r.URL.Query().Get("sent"), r.URL.Query().Get("as")
+	v := c.view(s, "commands", cmd.Verb+" "+cmd.ID, d)
 	if cmd.Result == nil {
 		v.Live = Path + "/live/commands/" + url.PathEscape(cmd.Ref)
 	}
@@ -327,6 +341,8 @@ type confirmData struct {
 	Question, Detail, Action, Button string
 	Fields                           [][2]string
 	Back                             string
+	// Reason asks for a reason (a text field), ReasonRequired insists on one.
+	Reason, ReasonRequired bool
 }
 
 func (c *Console) replayConfirm(w http.ResponseWriter, r *http.Request, s session) {
@@ -441,7 +457,7 @@ func (c *Console) funcs() template.FuncMap {
 		"endpoint": endpointText,
 		"pct":      func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 		"progress": progressText,
-		"cmdURL":   func(ref string) string { return Path + "/commands/" + url.PathEscape(ref) },
+		"cmdURL":   cmdURL,
 		"refOf":    events.Ref,
 		"rowID":    func(ref string) string { return "c-" + ref },
 		"now":      func() time.Time { return c.cfg.Now() },
