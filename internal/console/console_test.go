@@ -614,6 +614,9 @@ func TestListAndPageTellTheTruth(t *testing.T) {
 		t.Error("the style sheet cuts the status or target cell")
 	}
 	status, page := c.get("/ui/commands/del-1")
+	if !strings.Contains(page, `<dd id="target">VM 101 (web1) on node pve1</dd>`) {
+		t.Error("the command's page does not name its target")
+	}
 	if status != http.StatusOK || !strings.Contains(page, `href="http://netbox.example/extras/journal-entries/7/"`) || strings.Contains(page, "/api/extras") {
 		t.Errorf("command page: status %d, journal link to the page %v", status, strings.Contains(page, "netbox.example/extras/journal-entries/7/"))
 	}
@@ -718,7 +721,7 @@ func TestDecisionsFromTheConsole(t *testing.T) {
 	for _, tc := range []struct{ action, verb, reason string }{
 		{"approve", "command.approve", ""},
 		{"reject", "command.reject", "not <today>"},
-		{"cancel", "command.cancel", "maintenance window moved"},
+		{"cancel", "command.cancel", "maintenance window\r\n  moved"},
 	} {
 		status, confirm := op.get(page + "/" + tc.action)
 		if status != http.StatusOK || !strings.Contains(confirm, `id="confirm"`) || !strings.Contains(confirm, `name="reason"`) {
@@ -736,7 +739,8 @@ func TestDecisionsFromTheConsole(t *testing.T) {
 		if err := json.Unmarshal(got.Data, &in); err != nil {
 			t.Fatal(err)
 		}
-		if got.Actor != "console:ops" || got.Source != Source || in != (handlers.DecisionInput{CommandID: "del-1", CommandSource: "/test", Reason: tc.reason}) {
+		want := handlers.DecisionInput{CommandID: "del-1", CommandSource: "/test", Reason: strings.Join(strings.Fields(tc.reason), " ")}
+		if got.Actor != "console:ops" || got.Source != Source || in != want {
 			t.Errorf("%s published as actor %q source %q with %+v", tc.action, got.Actor, got.Source, in)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/nats-io/nats.go"
@@ -94,13 +95,13 @@ func (c *Console) decide(w http.ResponseWriter, r *http.Request, s session) {
 	if !ok {
 		return
 	}
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	reason := strings.Join(strings.Fields(r.PostFormValue("reason")), " ") // one line, as the verbs take it
 	switch {
 	case d.ReasonRequired && reason == "":
 		c.problem(w, r, s, http.StatusBadRequest, "Not sent", "A rejection needs a reason: go back and say why (it is journaled and in the command's result).")
 		return
-	case len(reason) > maxReason || !utf8.ValidString(reason):
-		c.problem(w, r, s, http.StatusBadRequest, "Not sent", fmt.Sprintf("The reason has %d bytes; give at most %d of UTF-8 text.", len(reason), maxReason))
+	case len(reason) > maxReason || !utf8.ValidString(reason) || strings.ContainsFunc(reason, unicode.IsControl):
+		c.problem(w, r, s, http.StatusBadRequest, "Not sent", fmt.Sprintf("The reason has %d bytes; give at most %d of printable UTF-8 text.", len(reason), maxReason))
 		return
 	}
 	data, err := json.Marshal(handlers.DecisionInput{CommandID: cmd.ID, CommandSource: cmd.Source, Reason: reason})

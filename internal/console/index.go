@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"slices"
@@ -83,40 +82,82 @@ func (c Command) State() handlers.State {
 // Final reports whether the command is in an end state: nothing can be decided on it any more.
 func (c Command) Final() bool { return c.State().Final() }
 
-// Target is what the command acts on, as far as its events tell: the guest (vmid and name)
-// and node its result's output names, the command a decision names, else "".
+// Target is what the command acts on, as far as its events tell: the guest (vmid and name),
+// node or storage its result's output names (vm.provision's new_vmid, new_name and
+// target_node included), the command a decision names; before a result, or when the output
+// names none of them, the guest and node of the newest Proxmox task its steps name (the
+// task's UPID); else "".
 func (c Command) Target() string {
+	if t := c.outputTarget(); t != "" {
+		return t
+	}
+	for i := len(c.Steps) - 1; i >= 0; i-- {
+		if t := upidTarget(c.Steps[i].UPID); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// outputTarget is the target its result's output names, or "".
+func (c Command) outputTarget() string {
 	if c.Result == nil || len(c.Result.Output) == 0 {
 		return ""
 	}
-	var out struct {
-		VMID          json.Number `json:"vmid"`
-		Name          string      `json:"name"`
-		Node          string      `json:"node"`
-		CommandID     string      `json:"command_id"`
-		CommandSource string      `json:"command_source"`
-	}
-	d := json.NewDecoder(bytes.NewReader(c.Result.Output))
-	d.UseNumber()
-	if d.Decode(&out) != nil {
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(c.Result.Output, &raw) != nil {
 		return ""
 	}
+	str := func(key string) string { // a string or a number
+		var s string
+		if json.Unmarshal(raw[key], &s) == nil {
+			return s
+		}
+		var n json.Number
+		if json.Unmarshal(raw[key], &n) == nil {
+			return n.String()
+		}
+		return ""
+	}
+	return targetText(cmp.Or(str("vmid"), str("new_vmid")), cmp.Or(str("name"), str("new_name")),
+		cmp.Or(str("node"), str("target_node")), str("storage"), str("command_id"))
+}
+
+// targetText says what a command acts on from what is known of it.
+func targetText(vmid, name, node, storage, commandID string) string {
 	var parts []string
 	switch {
-	case out.VMID != "" && out.Name != "":
-		parts = append(parts, "VM "+out.VMID.String()+" ("+out.Name+")")
-	case out.VMID != "":
-		parts = append(parts, "VM "+out.VMID.String())
-	case out.CommandID != "":
-		parts = append(parts, "command "+out.CommandID)
+	case vmid != "" && name != "":
+		parts = append(parts, "VM "+vmid+" ("+name+")")
+	case vmid != "":
+		parts = append(parts, "VM "+vmid)
+	case storage != "":
+		parts = append(parts, "storage "+storage)
+	case commandID != "":
+		parts = append(parts, "command "+commandID)
 	}
-	if out.Node != "" {
+	if node != "" {
 		if len(parts) > 0 {
 			parts = append(parts, "on")
 		}
-		parts = append(parts, "node "+out.Node)
+		parts = append(parts, "node "+node)
 	}
 	return strings.Join(parts, " ")
+}
+
+// upidTarget is the guest and node of a Proxmox task's UPID, or "". A UPID is
+// "UPID:node:pid:pstart:starttime:type:id:user:" (pve-common PVE::Tools::upid_encode); its id
+// is the guest's vmid for a guest's task, else another name or empty.
+func upidTarget(upid string) string {
+	f := strings.Split(upid, ":")
+	if len(f) < 8 || f[0] != "UPID" || f[1] == "" {
+		return ""
+	}
+	vmid := f[6]
+	if _, err := strconv.ParseUint(vmid, 10, 32); err != nil {
+		vmid = ""
+	}
+	return targetText(vmid, "", f[1], "", "")
 }
 
 // Attempts is the highest attempt any of its steps names (1 when it has none).

@@ -276,7 +276,10 @@ func TestTarget(t *testing.T) {
 		{`{"vmid":9000}`, "VM 9000"},
 		{`{"node":"pve2","rebooted":true}`, "node pve2"},
 		{`{"command_id":"del-7","command_source":"/netbox","decision":"rejected"}`, "command del-7"},
-		{`{"storage":"pbs1"}`, ""},
+		{`{"new_vmid":"330","vmid":"330","target_node":"pve2","new_name":"demo-330"}`, "VM 330 (demo-330) on node pve2"},
+		{`{"new_vmid":330,"target_node":"pve2"}`, "VM 330 on node pve2"},
+		{`{"storage":"pbs1"}`, "storage pbs1"},
+		{`{"volid":"local:backup/x"}`, ""},
 		{`[1,2]`, ""},
 		{``, ""},
 	} {
@@ -286,6 +289,23 @@ func TestTarget(t *testing.T) {
 		}
 	}
 	if got := (Command{}).Target(); got != "" {
-		t.Errorf("without a result: target %q", got)
+		t.Errorf("without a result or a task: target %q", got)
+	}
+	for _, tc := range []struct {
+		upid, want string
+	}{
+		{"UPID:pve1:0000A1B2:00C3D4E5:67890ABC:qmstart:101:root@pam!proxbus:", "VM 101 on node pve1"},
+		{"UPID:pve3:0000A1B2:00C3D4E5:67890ABC:srvreload:networking:root@pam:", "node pve3"},
+		{"not a upid", ""},
+	} {
+		running := Command{Steps: []events.Step{{Step: "start_vm", Status: events.StepStarted, UPID: tc.upid}, {Step: "start_vm", Status: events.StepRunning}}}
+		if got := running.Target(); got != tc.want {
+			t.Errorf("a running command with task %s: target %q, want %q", tc.upid, got, tc.want)
+		}
+		failed := running
+		failed.Result = &events.Result{Status: 502, Reason: "proxmox_task_failed"}
+		if got := failed.Target(); got != tc.want {
+			t.Errorf("a failed command with task %s and no output: target %q, want %q", tc.upid, got, tc.want)
+		}
 	}
 }
