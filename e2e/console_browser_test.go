@@ -49,7 +49,10 @@ const (
 // shows a command published after the page loaded, over the live stream, within a second;
 // that a provision's timeline has its steps in order with relocate_disk and its result; that
 // the reader can neither see nor use the replay of a dead letter while the operator replays
-// it through the confirm page; and that no page logs a console error. It takes the console's
+// it through the confirm page; that the list shows targets and whole reasons and the journal
+// link opens NetBox's page; that the operator rejects, approves and cancels commands awaiting
+// approval through their confirm pages while the reader gets no button and 403; and that no
+// page logs a console error. It takes the console's
 // screenshots on the way (PROXBUS_SCREENSHOTS=docs puts them in docs/console).
 //
 // It skips when node, Chromium or e2e/browser/node_modules is missing (`npm ci` in

@@ -83,7 +83,7 @@ func waitHeld(ctx context.Context, c client, held, finished int) error {
 			return err
 		}
 		if count(page, heldRe) == held {
-			page, err = c.get(ctx, "/ui/commands?status=succeeded&limit=1")
+			page, err = c.get(ctx, "/ui/commands?status=done&limit=1")
 			if err != nil {
 				return err
 			}

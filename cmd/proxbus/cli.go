@@ -72,6 +72,7 @@ func kongVars() kong.Vars {
 		"redis_replica_timeout": store.DefaultReplicaTimeout.String(),
 		"result_timeout":        ingress.DefaultResultTimeout.String(),
 		"ui_history":            fmt.Sprint(console.DefaultHistory),
+		"ui_actor":              console.DefaultActor,
 		"dev_nats_port":         fmt.Sprint(app.DefaultDevNATSPort),
 		"dev_http_addr":         defaultDevHTTPAddr,
 		"default_source":        defaultSource,

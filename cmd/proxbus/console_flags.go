@@ -12,6 +12,7 @@ type consoleFlags struct {
 	UITokenFile         string `name:"ui-token-file" help:"File holding the web console's read token (/ui: every page, no changes)."`
 	UIOperatorTokenFile string `name:"ui-operator-token-file" help:"File holding the web console's operator token (also replays and purges dead letters)."`
 	UIHistory           int    `name:"ui-history" default:"${ui_history}" help:"Commands the web console keeps, the newest."`
+	UIActor             string `name:"ui-actor" default:"${ui_actor}" help:"Who an operator's approvals, rejections and cancellations in the web console are made as (the decision's actor, journaled)."`
 	UISecureCookie      bool   `name:"ui-secure-cookie" help:"Mark the web console's session cookie Secure on plain HTTP too: set it when a reverse proxy terminates TLS."`
 }
 
@@ -43,5 +44,5 @@ func (f *consoleFlags) config(e *cliEnv, anonymousLoopback bool) (app.Console, e
 	}
 	a.AnonymousLoopback = anonymousLoopback && a.ReadToken == "" && a.OperatorToken == ""
 	a.SecureCookie = f.UISecureCookie
-	return app.Console{Access: a, History: f.UIHistory}, nil
+	return app.Console{Access: a, History: f.UIHistory, Actor: f.UIActor}, nil
 }

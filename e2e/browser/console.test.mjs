@@ -14,7 +14,7 @@
 //   PROXBUS_CHROMIUM                the browser (default /usr/bin/chromium)
 //
 // The steps run in order, one browser page throughout: a refused login, the reader's pages,
-// then a logout and the operator's replay. Every console error and uncaught exception of
+// then a logout, the operator's replay and the operator's decisions on commands awaiting approval. Every console error and uncaught exception of
 // every page is collected and fails the last step.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -186,7 +186,7 @@ test("the commands list shows a new command within a second, without a reload", 
   assert.equal(await page.evaluate(() => window.proxbusNoReload), true, "the page was reloaded");
   assert.equal(await page.getAttribute("#live", "data-state"), "live", "the live badge");
   // The row changes in place when the command finishes.
-  await page.waitForSelector(`#c-${liveID}[data-state="succeeded"]`);
+  await page.waitForSelector(`#c-${liveID}[data-state="done"]`);
   assert.equal(await page.locator(`#c-${liveID} td.verb`).textContent(), "vm.list");
   console.log(`# ${liveID} in the list ${seen} ms after send returned`);
 });
@@ -199,9 +199,21 @@ test("a provision's timeline: its steps in order, relocate_disk among them, and 
   }, "--id", provisionID);
   await send("vm.snapshot.list", { vm: 101 }, "--id", `snaps-${tag}`);
   await send("vm.start", { vm: 330 }, "--id", `start-${tag}`);
-  await page.waitForSelector(`#c-${provisionID}[data-state="succeeded"]`);
-  await page.waitForSelector(`#c-start-${tag}[data-state="succeeded"]`);
+  await page.waitForSelector(`#c-${provisionID}[data-state="done"]`);
+  await page.waitForSelector(`#c-start-${tag}[data-state="done"]`);
   await page.waitForSelector(`#c-${poisonID}[data-state="failed"]`);
+  // The target column names the guest and node; a reason is shown whole, not cut.
+  assert.match(await page.textContent(`#c-start-${tag} td.target`), /^VM 330\b/);
+  assert.match(await page.textContent(`#c-${provisionID} td.target`), /^VM 330\b/);
+  await run(bin, ["send", "vm.start", "--nats-url", natsURL, "--endpoint", "2", "--data", '{"vm":101}', "--no-wait", "--id", `ro-${tag}`]);
+  await page.waitForSelector(`#c-ro-${tag}[data-state="failed"]`);
+  const reason = page.locator(`#c-ro-${tag} td.status .reason`);
+  assert.equal((await reason.textContent()).trim(), "endpoint_writes_disabled");
+  const fit = await reason.evaluate((el) => {
+    const td = el.closest("td"), cell = td.getBoundingClientRect(), r = el.getBoundingClientRect();
+    return { cell: td.clientWidth, content: td.scrollWidth, overhang: r.right - cell.right };
+  });
+  assert.ok(fit.content <= fit.cell && fit.overhang <= 0, `the reason is cut: ${JSON.stringify(fit)}`);
   await shot("commands.png");
 
   await page.click(`#c-${provisionID} td.id a`);
@@ -219,6 +231,10 @@ test("a provision's timeline: its steps in order, relocate_disk among them, and 
   assert.equal(bars.find((b) => b.step === "start_vm").status, "done");
   assert.match(await page.textContent("#result"), /201 created/);
   assert.equal(await page.locator("#reason").count(), 0, "a reason on a success");
+  // The journal link opens NetBox's page of the entry, not its API.
+  const journal = await page.getAttribute("#journal", "href");
+  assert.match(journal, /\/extras\/journal-entries\/\d+\/$/);
+  assert.doesNotMatch(journal, /\/api\//);
   await shot("command-timeline.png");
 
   // A failed command's page names its reason.
@@ -276,6 +292,60 @@ test("the operator replays the dead letter: Replay…, confirm, replayed", async
   assert.match(await page.textContent("#replayed"), new RegExp(`${poisonID}-replay-${dlqSeq}`));
   assert.equal(await page.locator("ul.replays li").count(), 1);
   await shot("deadletter.png");
+});
+
+// decide opens command id's page as the operator, clicks the decision's button, gives reason
+// on the confirmation page, confirms, and waits for the command to reach state.
+async function decide(id, action, reason, state) {
+  await open(`/commands/${id}`);
+  await page.waitForSelector(`#${action}`); // live: the buttons come with the approval wait
+  await page.click(`#${action}`);
+  await page.waitForURL(`${ui}/commands/${id}/${action}`);
+  if (reason) await page.fill("textarea#reason", reason);
+  await page.click("button#confirm");
+  await page.waitForURL((u) => u.pathname === `/ui/commands/${id}` && u.searchParams.get("sent") === `command.${action}`);
+  assert.match(await page.textContent("#sent"), new RegExp(`command\\.${action} published as`));
+  await page.waitForSelector(`#state [data-state="${state}"]`, { timeout: 30_000 });
+  for (const b of ["approve", "reject", "cancel"]) {
+    assert.equal(await page.locator(`#${b}`).count(), 0, `an answered command (${state}) still offers #${b}`);
+  }
+}
+
+test("the operator approves, rejects and cancels commands awaiting approval; the reader cannot", async () => {
+  const [rej, appr, can] = [`reject-${tag}`, `approve-${tag}`, `cancel-${tag}`];
+  await send("node.reboot", { node: "pve3" }, "--no-wait", "--id", rej);
+  await send("vm.delete", { vm: 330, stop_first: true }, "--no-wait", "--id", appr);
+  await send("node.reboot", { node: "pve2" }, "--no-wait", "--id", can);
+  await open(`/commands/${rej}`);
+  await page.waitForSelector(`#state [data-state="awaiting_approval"]`);
+  await page.waitForSelector("#reject");
+  await shot("command-approval.png");
+
+  // The reader (a bearer token, no cookie) gets no button, and 403 for both halves.
+  const asReader = { headers: { Authorization: `Bearer ${readToken}` } };
+  const readerPage = await (await fetch(`${ui}/commands/${rej}`, asReader)).text();
+  assert.match(readerPage, /data-state="awaiting_approval"/);
+  assert.doesNotMatch(readerPage, /id="(approve|reject|cancel)"/, "the reader is offered a decision");
+  for (const a of ["approve", "reject", "cancel"]) {
+    const get = await fetch(`${ui}/commands/${rej}/${a}`, asReader);
+    assert.equal(get.status, 403, `the reader's GET of ${a}`);
+    const post = await fetch(`${ui}/commands/${rej}/${a}`, { method: "POST", headers: { ...asReader.headers, "Content-Type": "application/x-www-form-urlencoded" }, body: "reason=x", redirect: "manual" });
+    assert.equal(post.status, 403, `the reader's POST of ${a}`);
+  }
+  // Without the form's CSRF token the operator's POST is refused too.
+  const forged = await context.request.post(`${ui}/commands/${rej}/reject`, { form: { reason: "forged" }, maxRedirects: 0 });
+  assert.equal(forged.status(), 403, "a rejection without the CSRF token");
+
+  await decide(rej, "reject", "not during office hours <b>", "rejected");
+  assert.match(await page.textContent("#result"), /403 refused/);
+  assert.equal((await page.textContent("#reason")).trim(), "approval_rejected");
+  await decide(appr, "approve", "", "done");
+  await decide(can, "cancel", "maintenance moved", "cancelled");
+  assert.equal((await page.textContent("#reason")).trim(), "command_cancelled");
+  await open("/commands");
+  assert.equal(await page.getAttribute(`#c-${rej}`, "data-state"), "rejected");
+  assert.equal(await page.getAttribute(`#c-${can}`, "data-state"), "cancelled");
+  assert.doesNotMatch(await page.textContent(`#c-${rej} td.where`), /approval/, "a rejected command still shows its approval wait");
 });
 
 test("the other pages: repairs, approvals, replicas", async () => {

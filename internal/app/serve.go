@@ -119,6 +119,9 @@ type Console struct {
 	Access console.Access
 	// History is how many commands the console keeps (default console.DefaultHistory).
 	History int
+	// Actor is who an operator's approvals, rejections and cancellations in the console are
+	// made as (default console.DefaultActor).
+	Actor string
 }
 
 // withDefaults returns c with every zero field of its own set to its default; the nested
@@ -420,7 +423,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if hs != nil {
 		ui, err = console.New(console.Config{
 			JetStream: js, Subjects: subjects, Store: st, Access: cfg.Console.Access, Verbs: registry.Names(),
-			History: cfg.Console.History, Secrets: append(secrets, cfg.Console.secrets()...), Logger: log.With("component", "console"),
+			History: cfg.Console.History, Actor: cfg.Console.Actor, Secrets: append(secrets, cfg.Console.secrets()...), Logger: log.With("component", "console"),
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %w", config.ErrInvalid, err)

@@ -59,6 +59,10 @@ type Config struct {
 	// DefaultLiveInterval): at 200 commands a second a page redraws twice a second, not a
 	// thousand times.
 	LiveInterval time.Duration
+	// Actor is who an operator's decisions in the console (approve, reject, cancel) are made
+	// as: the actor of the command.approve, command.reject and command.cancel it publishes
+	// (default DefaultActor).
+	Actor string
 	// Secrets are literal values never to be shown (token secrets, passwords): every page
 	// and live update is scrubbed of them last, whatever put them there.
 	Secrets []string
@@ -70,7 +74,8 @@ type Config struct {
 // Console is the web console (contract §10): live commands and their step timelines, dead
 // letters, pending journal repairs, approvals and replicas, read from the events and
 // dead-letter streams and the store. It never sends a Proxmox or NetBox request and never
-// shows a secret. Call [Console.Run] to feed it and mount [Console.Handler] at [Path].
+// shows a secret; the only commands it publishes are an operator's decisions (approve,
+// reject, cancel) on the commands stream. Call [Console.Run] to feed it and mount [Console.Handler] at [Path].
 type Console struct {
 	cfg   Config
 	ix    *index
@@ -80,6 +85,8 @@ type Console struct {
 	// done is closed when Run returns: live streams end with it.
 	done     chan struct{}
 	doneOnce sync.Once
+	// publishWait bounds a decision's publish (publishWait when zero; tests shorten it).
+	publishWait time.Duration
 }
 
 //go:embed templates static
@@ -161,6 +168,8 @@ func (c *Console) Handler() http.Handler {
 	read("GET "+Path+"/live/replicas", c.liveReplicas)
 	read("GET "+Path+"/deadletters", c.deadLettersPage)
 	read("GET "+Path+"/deadletters/{seq}", c.deadLetterPage)
+	operate("GET "+Path+"/commands/{ref}/{action}", c.decideConfirm)
+	operate("POST "+Path+"/commands/{ref}/{action}", c.decide)
 	operate("GET "+Path+"/deadletters/{seq}/replay", c.replayConfirm)
 	operate("POST "+Path+"/deadletters/{seq}/replay", c.replay)
 	operate("GET "+Path+"/deadletters/purge", c.purgeConfirm)
@@ -205,7 +214,7 @@ func (c *Console) require(want role, h func(http.ResponseWriter, *http.Request, 
 			return
 		case s.role < want:
 			c.problem(w, r, s, http.StatusForbidden, "Operators only",
-				"Replaying and purging dead letters needs the operator token (--ui-operator-token-file): log out and log in with it.")
+				"Approving, rejecting and cancelling commands and replaying and purging dead letters need the operator token (--ui-operator-token-file): log out and log in with it.")
 			return
 		case r.Method == http.MethodPost && !c.guard.checkCSRF(r, s):
 			c.problem(w, r, s, http.StatusForbidden, "Request refused",

@@ -3,6 +3,7 @@ package console
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -14,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/internal/testenv"
 	"github.com/proxbus/proxbus/store"
@@ -38,14 +41,19 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config) *fixture {
 	t.Helper()
-	n := testenv.StartNATS(t)
+	return newFixtureOn(t, testenv.StartNATS(t).JS, cfg)
+}
+
+// newFixtureOn is [newFixture] on the JetStream of js.
+func newFixtureOn(t *testing.T, js jetstream.JetStream, cfg Config) *fixture {
+	t.Helper()
 	s := events.NewSubjects("")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := consumer.Provision(ctx, n.JS, consumer.Config{Subjects: s}); err != nil {
+	if err := consumer.Provision(ctx, js, consumer.Config{Subjects: s}); err != nil {
 		t.Fatal(err)
 	}
-	cfg.JetStream, cfg.Subjects = n.JS, s
+	cfg.JetStream, cfg.Subjects = js, s
 	if cfg.LiveInterval == 0 {
 		cfg.LiveInterval = 10 * time.Millisecond
 	}
@@ -62,7 +70,7 @@ func newFixture(t *testing.T, cfg Config) *fixture {
 		<-done
 		srv.Close()
 	})
-	return &fixture{t: t, js: n.JS, s: s, c: c, srv: srv, pub: consumer.NewPublisher(n.JS, events.NewEmitter(s, "r1")), base: srv.URL}
+	return &fixture{t: t, js: js, s: s, c: c, srv: srv, pub: consumer.NewPublisher(js, events.NewEmitter(s, "r1")), base: srv.URL}
 }
 
 // publish publishes payload p about command id as replica r1 does.
@@ -82,16 +90,22 @@ func (f *fixture) finish(id string) {
 	f.publish(id, "vm.start", events.Result{Status: 200, Result: "started"})
 }
 
-// held waits until the console holds command id.
+// held waits until the console holds command id with its result.
 func (f *fixture) held(id string) {
+	f.t.Helper()
+	f.waitFor(id, "with its result", func(c Command) bool { return c.Result != nil })
+}
+
+// waitFor waits until the console holds command id as ok says (what names it for the error).
+func (f *fixture) waitFor(id, what string, ok func(Command) bool) {
 	f.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if c, ok := f.c.ix.Get(id); ok && c.Result != nil {
+		if c, found := f.c.ix.Get(id); found && ok(c) {
 			return
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("the console never held command %s with its result", id)
+			f.t.Fatalf("the console never held command %s %s", id, what)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -564,5 +578,215 @@ func TestLongListIsStatic(t *testing.T) {
 	}
 	if _, body := c.get("/ui/commands?limit=1000"); !strings.Contains(body, `data-live="/ui/live/commands`) {
 		t.Error("a 1,000-row list has no live stream")
+	}
+}
+
+// TestListAndPageTellTheTruth: the list row names the command's target, its state as contract
+// §4 names it and its whole reason; a rejected command no longer shows its approval wait;
+// the journal link opens NetBox's page of the entry, not its API.
+func TestListAndPageTellTheTruth(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	f.publish("del-1", "vm.delete", events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval", Attempt: 1})
+	f.publish("del-1", "vm.delete", events.Result{Status: 403, Result: "refused", Reason: "approval_rejected",
+		JournalEntryURL: "http://netbox.example/api/extras/journal-entries/7/", Output: []byte(`{"vmid":101,"name":"web1","node":"pve1"}`)})
+	f.publish("gate-1", "vm.start", events.Result{Status: 403, Result: "refused", Reason: "endpoint_writes_disabled"})
+	f.held("del-1")
+	f.held("gate-1")
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	status, list := c.get("/ui/commands")
+	if status != http.StatusOK {
+		t.Fatalf("list: status %d", status)
+	}
+	row := regexp.MustCompile(`(?s)<tr id="c-[^"]*del-1".*?</tr>`).FindString(list)
+	for _, want := range []string{`data-state="rejected"`, `<td class="target">VM 101 (web1) on node pve1</td>`, `approval_rejected`} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the rejected command's row lacks %s:\n%s", want, row)
+		}
+	}
+	if strings.Contains(row, "approval waiting") || strings.Contains(row, "awaiting") {
+		t.Errorf("the rejected command's row still shows its approval wait:\n%s", row)
+	}
+	if !strings.Contains(list, `<span class="reason">endpoint_writes_disabled</span>`) {
+		t.Error("the list does not show the whole reason endpoint_writes_disabled")
+	}
+	if _, css := c.get("/ui/static/console.css"); !strings.Contains(css, "td.status, table.commands td.target { white-space: normal") {
+		t.Error("the style sheet cuts the status or target cell")
+	}
+	status, page := c.get("/ui/commands/del-1")
+	if !strings.Contains(page, `<dd id="target">VM 101 (web1) on node pve1</dd>`) {
+		t.Error("the command's page does not name its target")
+	}
+	if status != http.StatusOK || !strings.Contains(page, `href="http://netbox.example/extras/journal-entries/7/"`) || strings.Contains(page, "/api/extras") {
+		t.Errorf("command page: status %d, journal link to the page %v", status, strings.Contains(page, "netbox.example/extras/journal-entries/7/"))
+	}
+}
+
+// TestDeadLetterDetail: a dead letter's page shows its reason, detail, original subject,
+// headers and body, each escaped.
+func TestDeadLetterDetail(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens})
+	seq := f.deadLetter(`{"id":"poison-1","data":{"note":"<script>alert(1)</script>"}}`)
+	c := f.client("Authorization", "Bearer "+testReadToken)
+	status, list := c.get("/ui/deadletters")
+	if status != http.StatusOK || !strings.Contains(list, `href="/ui/deadletters/`+itoa(seq)+`"`) || !strings.Contains(list, "not JSON") {
+		t.Errorf("dead-letter list: status %d, links and shows the detail: %v", status, strings.Contains(list, "not JSON"))
+	}
+	status, page := c.get("/ui/deadletters/" + itoa(seq))
+	if status != http.StatusOK {
+		t.Fatalf("dead letter: status %d", status)
+	}
+	for _, want := range []string{
+		`<dd id="dl-reason">` + deadletter.ReasonInvalidCommand + `</dd>`, `<dd id="dl-detail">not JSON</dd>`,
+		`<code>` + f.s.Command("vm.start") + `</code>`, `<th>ce-id</th><td><code>poison-1</code>`, `&lt;script&gt;alert(1)&lt;/script&gt;`,
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the dead letter's page lacks %s", want)
+		}
+	}
+	if strings.Contains(page, "<script>alert") {
+		t.Error("the dead letter's body is not escaped")
+	}
+}
+
+// decisionSent is the newest command published on subject of verb, decoded, or false.
+func (f *fixture) decisionSent(verb string) (events.Command, bool) {
+	f.t.Helper()
+	ctx := context.Background()
+	st, err := f.js.Stream(ctx, f.s.CommandsStream())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, f.s.Command(verb))
+	if err != nil {
+		return events.Command{}, false
+	}
+	c, err := events.Decode(m.Subject, m.Header, m.Data, f.s)
+	if err != nil {
+		f.t.Fatalf("the console published an undecodable %s: %v", verb, err)
+	}
+	return c, true
+}
+
+// TestDecisionsFromTheConsole: an operator approves, rejects (with a reason) and cancels a
+// command from its page, each through a confirmation form with the CSRF token, publishing
+// command.approve, command.reject or command.cancel on the commands stream as the console's
+// actor; a reader gets no button and 403; a rejection without a reason is not sent; an
+// answered command offers no decision.
+func TestDecisionsFromTheConsole(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{Access: tokens, Actor: "console:ops"})
+	f.publish("del-1", "vm.delete", events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval", Attempt: 1})
+	f.waitFor("del-1", "awaiting approval", func(c Command) bool { return c.State() == handlers.StateAwaitingApproval })
+	page := "/ui/commands/del-1"
+
+	reader := f.client()
+	reader.login(testReadToken)
+	status, body := reader.get(page)
+	if status != http.StatusOK || strings.Contains(body, `id="approve"`) || strings.Contains(body, `id="reject"`) || strings.Contains(body, `id="cancel"`) {
+		t.Fatalf("command page as reader: status %d, offers a decision %v", status, strings.Contains(body, `class="decide"`))
+	}
+	for _, a := range []string{"approve", "reject", "cancel"} {
+		if status, _ := reader.get(page + "/" + a); status != http.StatusForbidden {
+			t.Errorf("%s page for a reader: status %d, want 403", a, status)
+		}
+		if status, _, _ := reader.do(http.MethodPost, page+"/"+a, url.Values{"csrf": {csrfOf(t, body)}, "reason": {"x"}}); status != http.StatusForbidden {
+			t.Errorf("%s by a reader: status %d, want 403", a, status)
+		}
+	}
+
+	op := f.client()
+	op.login(testOperatorToken)
+	status, body = op.get(page)
+	for _, a := range []string{"approve", "reject", "cancel"} {
+		if !strings.Contains(body, `id="`+a+`" href="/ui/commands/del-1/`+a+`"`) {
+			t.Errorf("command page as operator (status %d): no %s button", status, a)
+		}
+	}
+	if status, _, _ := op.do(http.MethodPost, page+"/approve", url.Values{}); status != http.StatusForbidden {
+		t.Errorf("approve without a CSRF token: status %d, want 403", status)
+	}
+	if _, ok := f.decisionSent("command.approve"); ok {
+		t.Fatal("a refused form published command.approve")
+	}
+	_, confirm := op.get(page + "/reject")
+	if status, _, _ := op.do(http.MethodPost, page+"/reject", url.Values{"csrf": {csrfOf(t, confirm)}}); status != http.StatusBadRequest {
+		t.Errorf("reject without a reason: status %d, want 400", status)
+	}
+	if _, ok := f.decisionSent("command.reject"); ok {
+		t.Fatal("a rejection without a reason was published")
+	}
+
+	for _, tc := range []struct{ action, verb, reason string }{
+		{"approve", "command.approve", ""},
+		{"reject", "command.reject", "not <today>"},
+		{"cancel", "command.cancel", "maintenance window\r\n  moved"},
+	} {
+		status, confirm := op.get(page + "/" + tc.action)
+		if status != http.StatusOK || !strings.Contains(confirm, `id="confirm"`) || !strings.Contains(confirm, `name="reason"`) {
+			t.Fatalf("%s confirmation: status %d", tc.action, status)
+		}
+		status, after, _ := op.do(http.MethodPost, page+"/"+tc.action, url.Values{"csrf": {csrfOf(t, confirm)}, "reason": {tc.reason}})
+		if status != http.StatusOK || !strings.Contains(after, `id="sent"`) || !strings.Contains(after, tc.verb+" published") {
+			t.Errorf("%s: status %d, says it was published: %v", tc.action, status, strings.Contains(after, `id="sent"`))
+		}
+		got, ok := f.decisionSent(tc.verb)
+		if !ok {
+			t.Fatalf("%s: nothing published on %s", tc.action, f.s.Command(tc.verb))
+		}
+		var in handlers.DecisionInput
+		if err := json.Unmarshal(got.Data, &in); err != nil {
+			t.Fatal(err)
+		}
+		want := handlers.DecisionInput{CommandID: "del-1", CommandSource: "/test", Reason: strings.Join(strings.Fields(tc.reason), " ")}
+		if got.Actor != "console:ops" || got.Source != Source || in != want {
+			t.Errorf("%s published as actor %q source %q with %+v", tc.action, got.Actor, got.Source, in)
+		}
+	}
+
+	f.publish("del-1", "vm.delete", events.Result{Status: 403, Result: "refused", Reason: handlers.ReasonApprovalRejected})
+	f.held("del-1")
+	if _, body := op.get(page); strings.Contains(body, `class="decide"`) {
+		t.Error("a rejected command still offers a decision")
+	}
+}
+
+// TestDecisionNotPermitted: a decision the NATS server does not let the replica's user
+// publish (deploy/nats/accounts.conf denies proxbus.cmd.command.> to user proxbus) is
+// answered "Not sent" naming the subject and the fix, not reported as published.
+func TestDecisionNotPermitted(t *testing.T) {
+	t.Parallel()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true,
+		Users: []*server.User{{Username: "proxbus", Password: "console-test-password", Permissions: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"proxbus.cmd.command.>"}},
+		}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start() // ended by Shutdown in the cleanup, which waits for it
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("NATS server not ready")
+	}
+	nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo("proxbus", "console-test-password"), nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureOn(t, js, Config{Access: tokens})
+	f.c.publishWait = 2 * time.Second
+	f.publish("del-1", "vm.delete", events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval", Attempt: 1})
+	f.waitFor("del-1", "awaiting approval", func(c Command) bool { return c.State() == handlers.StateAwaitingApproval })
+	op := f.client()
+	op.login(testOperatorToken)
+	_, confirm := op.get("/ui/commands/del-1/approve")
+	status, body, _ := op.do(http.MethodPost, "/ui/commands/del-1/approve", url.Values{"csrf": {csrfOf(t, confirm)}})
+	if status != http.StatusBadGateway || !strings.Contains(body, "may not publish") || !strings.Contains(body, "proxbus.cmd.command.approve") || strings.Contains(body, `id="sent"`) {
+		t.Errorf("a refused publish: status %d, says not permitted %v", status, strings.Contains(body, "may not publish"))
 	}
 }

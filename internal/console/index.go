@@ -10,18 +10,17 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/store"
 )
 
-// States a command is listed in (the list's status filter).
-const (
-	StateRunning   = "running"
-	StateWaiting   = "waiting"
-	StateSucceeded = "succeeded"
-	StateFailed    = "failed"
-)
-
-// states are the values of the status filter, in the order the form offers them.
-var states = []string{StateRunning, StateWaiting, StateSucceeded, StateFailed}
+// states are the values of the list's status filter: the command states of contract §4, in
+// the order a command goes through them. The console tells them from a command's events alone
+// (it holds no lease): confirming is shown by `proxbus status`, not here.
+var states = []handlers.State{
+	handlers.StateReceived, handlers.StateWaiting, handlers.StateAwaitingApproval, handlers.StateRunning,
+	handlers.StateDone, handlers.StateExpired, handlers.StateCancelled, handlers.StateRejected, handlers.StateFailed,
+}
 
 // Command is what the console knows of one command, read from its events. A Command handed
 // out by the [index] is a copy: it never changes under its reader.
@@ -54,21 +53,111 @@ func (c Command) cachedRow() (string, bool) {
 	return c.row, c.row != "" && c.rowVersion == c.version
 }
 
-// State is the command's list state: succeeded or failed once it has a result (by the
-// result's HTTP status), else waiting when its newest step waits or retries, else running.
-func (c Command) State() string {
-	switch {
-	case c.Result != nil && c.Result.Status < 400:
-		return StateSucceeded
-	case c.Result != nil:
-		return StateFailed
-	case len(c.Steps) > 0:
-		switch c.Steps[len(c.Steps)-1].Status {
-		case events.StepWaiting, events.StepRetrying:
-			return StateWaiting
+// awaitingApproval is the detail of the waiting step a command awaiting approval publishes
+// (contract §4b).
+const awaitingApproval = "awaiting approval"
+
+// State is the command's state (contract §4), by the rules of [handlers.StatusOf] applied to
+// its events: its result's end state (done, expired, cancelled, rejected, failed) once it has
+// one; else awaiting_approval while its newest step is the approval wait; waiting while that
+// step waits or retries; running once it has any other step; received before.
+func (c Command) State() handlers.State {
+	var approval *store.Approval
+	if n := len(c.Steps); c.Result == nil && n > 0 {
+		last := c.Steps[n-1]
+		if last.Step == "approval" && last.Status == events.StepWaiting && last.Detail == awaitingApproval {
+			approval = &store.Approval{Decision: store.DecisionPending}
 		}
 	}
-	return StateRunning
+	st, ok := handlers.StatusOf(time.Time{}, store.Inspection{}, approval, c.Steps, c.Result)
+	switch {
+	case !ok:
+		return handlers.StateReceived
+	case st.State == handlers.StateReceived && len(c.Steps) > 0:
+		return handlers.StateRunning // a replica has published its steps: it works on it
+	}
+	return st.State
+}
+
+// Final reports whether the command is in an end state: nothing can be decided on it any more.
+func (c Command) Final() bool { return c.State().Final() }
+
+// Target is what the command acts on, as far as its events tell: the guest (vmid and name),
+// node or storage its result's output names (vm.provision's new_vmid, new_name and
+// target_node included), the command a decision names; before a result, or when the output
+// names none of them, the guest and node of the newest Proxmox task its steps name (the
+// task's UPID); else "".
+func (c Command) Target() string {
+	if t := c.outputTarget(); t != "" {
+		return t
+	}
+	for i := len(c.Steps) - 1; i >= 0; i-- {
+		if t := upidTarget(c.Steps[i].UPID); t != "" {
+			return t
+		}
+	}
+	return ""
+}
+
+// outputTarget is the target its result's output names, or "".
+func (c Command) outputTarget() string {
+	if c.Result == nil || len(c.Result.Output) == 0 {
+		return ""
+	}
+	var raw map[string]json.RawMessage
+	if json.Unmarshal(c.Result.Output, &raw) != nil {
+		return ""
+	}
+	str := func(key string) string { // a string or a number
+		var s string
+		if json.Unmarshal(raw[key], &s) == nil {
+			return s
+		}
+		var n json.Number
+		if json.Unmarshal(raw[key], &n) == nil {
+			return n.String()
+		}
+		return ""
+	}
+	return targetText(cmp.Or(str("vmid"), str("new_vmid")), cmp.Or(str("name"), str("new_name")),
+		cmp.Or(str("node"), str("target_node")), str("storage"), str("command_id"))
+}
+
+// targetText says what a command acts on from what is known of it.
+func targetText(vmid, name, node, storage, commandID string) string {
+	var parts []string
+	switch {
+	case vmid != "" && name != "":
+		parts = append(parts, "VM "+vmid+" ("+name+")")
+	case vmid != "":
+		parts = append(parts, "VM "+vmid)
+	case storage != "":
+		parts = append(parts, "storage "+storage)
+	case commandID != "":
+		parts = append(parts, "command "+commandID)
+	}
+	if node != "" {
+		if len(parts) > 0 {
+			parts = append(parts, "on")
+		}
+		parts = append(parts, "node "+node)
+	}
+	return strings.Join(parts, " ")
+}
+
+// upidTarget is the guest and node of a Proxmox task's UPID, or "". A UPID is
+// "UPID:node:pid:pstart:starttime:type:id:user:" (pve-common PVE::Tools::upid_encode); its id
+// is the guest's vmid for a guest's task, else another name or empty.
+func upidTarget(upid string) string {
+	f := strings.Split(upid, ":")
+	if len(f) < 8 || f[0] != "UPID" || f[1] == "" {
+		return ""
+	}
+	vmid := f[6]
+	if _, err := strconv.ParseUint(vmid, 10, 32); err != nil {
+		vmid = ""
+	}
+	return targetText(vmid, "", f[1], "", "")
 }
 
 // Attempts is the highest attempt any of its steps names (1 when it has none).
@@ -91,9 +180,9 @@ func (c Command) Duration(now time.Time) time.Duration {
 }
 
 // Current says where the command is: its newest step and that step's state ("" when it has
-// no step).
+// no step, or has been answered: its state says how it ended).
 func (c Command) Current() string {
-	if len(c.Steps) == 0 {
+	if len(c.Steps) == 0 || c.Result != nil {
 		return ""
 	}
 	s := c.Steps[len(c.Steps)-1]
@@ -123,7 +212,7 @@ type Filter struct {
 func (f Filter) Match(c *Command) bool {
 	switch {
 	case f.Verb != "" && c.Verb != f.Verb,
-		f.State != "" && c.State() != f.State,
+		f.State != "" && string(c.State()) != f.State,
 		f.Actor != "" && c.Actor != f.Actor,
 		f.Endpoint != "" && (c.EndpointID == nil || strconv.FormatInt(*c.EndpointID, 10) != f.Endpoint),
 		f.Query != "" && !strings.Contains(c.ID, f.Query) && !strings.Contains(c.Ref, f.Query):

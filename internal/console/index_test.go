@@ -6,26 +6,27 @@ import (
 	"testing"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 )
 
 // TestIndexFollowsACommand pins how a command's state follows its events: running while its
-// steps run, waiting while its newest step waits, then succeeded or failed by its result's
+// steps run, waiting while its newest step waits, then done or failed by its result's
 // status; its actor, endpoint, verb and replica come from its events.
 func TestIndexFollowsACommand(t *testing.T) {
 	t.Parallel()
 	ix := newIndex(10)
 	applyAll(ix, step(t, "a", 1, "claim", events.StepWaiting, 0))
 	c, ok := ix.Get("a")
-	if !ok || c.State() != StateWaiting {
+	if !ok || c.State() != handlers.StateWaiting {
 		t.Fatalf("after a waiting step: ok=%v state=%q, want waiting", ok, c.State())
 	}
 	applyAll(ix, step(t, "a", 2, "start_vm", events.StepStarted, 10))
-	if c, _ := ix.Get("a"); c.State() != StateRunning || c.Current() != "start_vm started" {
+	if c, _ := ix.Get("a"); c.State() != handlers.StateRunning || c.Current() != "start_vm started" {
 		t.Fatalf("after a started step: state=%q current=%q", c.State(), c.Current())
 	}
 	applyAll(ix, step(t, "a", 3, "start_vm", events.StepDone, 30), result(t, "a", 200, "started", false, 31))
 	c, _ = ix.Get("a")
-	if c.State() != StateSucceeded || c.Result == nil || c.Result.Result != "started" {
+	if c.State() != handlers.StateDone || c.Result == nil || c.Result.Result != "started" {
 		t.Fatalf("after the result: state=%q result=%+v", c.State(), c.Result)
 	}
 	if c.Actor != "alice" || c.EndpointID == nil || *c.EndpointID != 1 || c.Verb != "vm.start" || c.Instance != "r1" {
@@ -35,7 +36,7 @@ func TestIndexFollowsACommand(t *testing.T) {
 		t.Errorf("duration of a finished command = %v, want 31ms (to its result, not to now)", got)
 	}
 	applyAll(ix, result(t, "b", 503, "failed", false, 40))
-	if c, _ := ix.Get("b"); c.State() != StateFailed {
+	if c, _ := ix.Get("b"); c.State() != handlers.StateFailed {
 		t.Errorf("a 503 result lists as %q, want failed", c.State())
 	}
 }
@@ -129,8 +130,8 @@ func TestFilter(t *testing.T) {
 		{Filter{}, true},
 		{Filter{Verb: "vm.stop"}, true},
 		{Filter{Verb: "vm.start"}, false},
-		{Filter{State: StateFailed}, true},
-		{Filter{State: StateSucceeded}, false},
+		{Filter{State: string(handlers.StateFailed)}, true},
+		{Filter{State: string(handlers.StateDone)}, false},
 		{Filter{Actor: "bob"}, true},
 		{Filter{Actor: "bo"}, false},
 		{Filter{Endpoint: "2"}, true},
@@ -199,5 +200,112 @@ func TestRowCache(t *testing.T) {
 	applyAll(ix, emit(t, "r1", "run", "vm.start", t0, events.JournalRepaired{JournalEntryURL: "http://nb/1", RepairedBy: events.RepairedByRepairer}))
 	if c, _ := ix.Get("run"); func() bool { _, ok := c.cachedRow(); return ok }() {
 		t.Error("a row was kept across a change of its command")
+	}
+}
+
+// TestStateIsTheContractState pins the list's states to contract §4 (the rules of
+// handlers.StatusOf): a command answered after it waited for approval is rejected, cancelled
+// or expired as its result says, never still "approval waiting".
+func TestStateIsTheContractState(t *testing.T) {
+	t.Parallel()
+	waitApproval := func(id string) events.Received {
+		at := t0.Add(time.Millisecond)
+		return emit(t, "r1", id, "vm.delete", at, events.Step{Seq: 1, Step: "approval", Status: events.StepWaiting, Detail: "awaiting approval", Attempt: 1, At: at})
+	}
+	answer := func(id string, status int, word, reason string) events.Received {
+		return emit(t, "r1", id, "vm.delete", t0.Add(time.Second), events.Result{Status: status, Result: word, Reason: reason})
+	}
+	for _, tc := range []struct {
+		name        string
+		evs         func(id string) []events.Received
+		want        handlers.State
+		wantCurrent string
+	}{
+		{"awaiting approval", func(id string) []events.Received { return []events.Received{waitApproval(id)} },
+			handlers.StateAwaitingApproval, "approval waiting"},
+		{"rejected", func(id string) []events.Received {
+			return []events.Received{waitApproval(id), answer(id, 403, "refused", handlers.ReasonApprovalRejected)}
+		}, handlers.StateRejected, ""},
+		{"cancelled", func(id string) []events.Received {
+			return []events.Received{waitApproval(id), answer(id, 410, "gone", handlers.ReasonCommandCancelled)}
+		}, handlers.StateCancelled, ""},
+		{"expired", func(id string) []events.Received {
+			return []events.Received{waitApproval(id), answer(id, 410, "gone", handlers.ReasonCommandExpired)}
+		}, handlers.StateExpired, ""},
+		{"waiting", func(id string) []events.Received {
+			return []events.Received{step(t, id, 1, "lease", events.StepWaiting, 1)}
+		}, handlers.StateWaiting, "lease waiting"},
+		{"running", func(id string) []events.Received {
+			return []events.Received{step(t, id, 1, "start_vm", events.StepStarted, 1)}
+		}, handlers.StateRunning, "start_vm started"},
+		{"done", func(id string) []events.Received {
+			return []events.Received{step(t, id, 1, "start_vm", events.StepStarted, 1), result(t, id, 200, "started", false, 2)}
+		}, handlers.StateDone, ""},
+		{"failed", func(id string) []events.Received {
+			return []events.Received{answer(id, 502, "failed", "proxmox_refused")}
+		},
+			handlers.StateFailed, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ix := newIndex(10)
+			applyAll(ix, tc.evs("x")...)
+			c, ok := ix.Get("x")
+			if !ok {
+				t.Fatal("command not indexed")
+			}
+			if c.State() != tc.want || c.Current() != tc.wantCurrent {
+				t.Errorf("state=%q current=%q, want %q and %q", c.State(), c.Current(), tc.want, tc.wantCurrent)
+			}
+			if f := (Filter{State: string(tc.want)}); !f.Match(&c) {
+				t.Errorf("the status filter %q does not match it", tc.want)
+			}
+		})
+	}
+}
+
+// TestTarget pins the target column: the guest and node a result's output names, the command
+// a decision names, nothing before a result or when the output names neither.
+func TestTarget(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		output string
+		want   string
+	}{
+		{`{"vmid":101,"name":"web1","node":"pve1","status":"running"}`, "VM 101 (web1) on node pve1"},
+		{`{"vmid":9000}`, "VM 9000"},
+		{`{"node":"pve2","rebooted":true}`, "node pve2"},
+		{`{"command_id":"del-7","command_source":"/netbox","decision":"rejected"}`, "command del-7"},
+		{`{"new_vmid":"330","vmid":"330","target_node":"pve2","new_name":"demo-330"}`, "VM 330 (demo-330) on node pve2"},
+		{`{"new_vmid":330,"target_node":"pve2"}`, "VM 330 on node pve2"},
+		{`{"storage":"pbs1"}`, "storage pbs1"},
+		{`{"volid":"local:backup/x"}`, ""},
+		{`[1,2]`, ""},
+		{``, ""},
+	} {
+		c := Command{Result: &events.Result{Status: 200, Output: []byte(tc.output)}}
+		if got := c.Target(); got != tc.want {
+			t.Errorf("output %s: target %q, want %q", tc.output, got, tc.want)
+		}
+	}
+	if got := (Command{}).Target(); got != "" {
+		t.Errorf("without a result or a task: target %q", got)
+	}
+	for _, tc := range []struct {
+		upid, want string
+	}{
+		{"UPID:pve1:0000A1B2:00C3D4E5:67890ABC:qmstart:101:root@pam!proxbus:", "VM 101 on node pve1"},
+		{"UPID:pve3:0000A1B2:00C3D4E5:67890ABC:srvreload:networking:root@pam:", "node pve3"},
+		{"not a upid", ""},
+	} {
+		running := Command{Steps: []events.Step{{Step: "start_vm", Status: events.StepStarted, UPID: tc.upid}, {Step: "start_vm", Status: events.StepRunning}}}
+		if got := running.Target(); got != tc.want {
+			t.Errorf("a running command with task %s: target %q, want %q", tc.upid, got, tc.want)
+		}
+		failed := running
+		failed.Result = &events.Result{Status: 502, Reason: "proxmox_task_failed"}
+		if got := failed.Target(); got != tc.want {
+			t.Errorf("a failed command with task %s and no output: target %q, want %q", tc.upid, got, tc.want)
+		}
 	}
 }

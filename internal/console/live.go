@@ -138,14 +138,14 @@ func (c *Console) liveCommands(w http.ResponseWriter, r *http.Request, _ session
 }
 
 // liveCommand streams one command's timeline and result until it has its result.
-func (c *Console) liveCommand(w http.ResponseWriter, r *http.Request, _ session) {
+func (c *Console) liveCommand(w http.ResponseWriter, r *http.Request, s session) {
 	ref := r.PathValue("ref")
 	c.serveLive(w, r, 0, func(uint64) (string, any, bool, error) {
 		cmd, ok := c.ix.Get(ref)
 		if !ok {
 			return "", nil, false, nil
 		}
-		html, err := c.fragment("command", "detail", c.commandData(cmd))
+		html, err := c.fragment("command", "detail", c.commandData(cmd, s))
 		if err != nil {
 			return "", nil, false, err
 		}

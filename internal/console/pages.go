@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/store"
 )
@@ -140,7 +142,7 @@ type listData struct {
 	Limit    int
 	Held     int
 	Verbs    []string
-	States   []string
+	States   []handlers.State
 	FilterOn bool
 	// Static is set when the list is too long to update live (more than maxLiveRows).
 	Static bool
@@ -222,10 +224,22 @@ type commandData struct {
 	Timeline timeline
 	Output   string
 	Finished bool
+	// Sent is the verb of a decision just published on the command, SentAs that decision's
+	// ref (the page a decision redirects to).
+	Sent, SentAs string
+	// Decide are the decisions offered to an operator (approve, reject, cancel), in order.
+	Decide []string
 }
 
-func (c *Console) commandData(cmd Command) commandData {
+func (c *Console) commandData(cmd Command, s session) commandData {
 	d := commandData{C: cmd, Timeline: layout(cmd, c.cfg.Now()), Finished: cmd.Result != nil}
+	if s.role >= roleOperator {
+		for _, a := range []string{"approve", "reject", "cancel"} {
+			if decisions[a].Applies(cmd) {
+				d.Decide = append(d.Decide, a)
+			}
+		}
+	}
 	if cmd.Result != nil && len(cmd.Result.Output) > 0 {
 		d.Output = indentJSON(cmd.Result.Output)
 	}
@@ -240,7 +254,9 @@ func (c *Console) commandPage(w http.ResponseWriter, r *http.Request, s session)
 			fmt.Sprintf("No command %q is among the newest %d commands the console holds. It may be older, not published yet, or its id may be shared by several sources: search the list for it.", ref, c.cfg.History))
 		return
 	}
-	v := c.view(s, "commands", cmd.Verb+" "+cmd.ID, c.commandData(cmd))
+	d := c.commandData(cmd, s)
+	d.Sent, d.SentAs = r.URL.Query().Get("sent"), r.URL.Query().Get("as")
+	v := c.view(s, "commands", cmd.Verb+" "+cmd.ID, d)
 	if cmd.Result == nil {
 		v.Live = Path + "/live/commands/" + url.PathEscape(cmd.Ref)
 	}
@@ -325,6 +341,8 @@ type confirmData struct {
 	Question, Detail, Action, Button string
 	Fields                           [][2]string
 	Back                             string
+	// Reason asks for a reason (a text field), ReasonRequired insists on one.
+	Reason, ReasonRequired bool
 }
 
 func (c *Console) replayConfirm(w http.ResponseWriter, r *http.Request, s session) {
@@ -439,13 +457,31 @@ func (c *Console) funcs() template.FuncMap {
 		"endpoint": endpointText,
 		"pct":      func(f float64) string { return strconv.FormatFloat(f, 'f', 2, 64) + "%" },
 		"progress": progressText,
-		"cmdURL":   func(ref string) string { return Path + "/commands/" + url.PathEscape(ref) },
+		"cmdURL":   cmdURL,
 		"refOf":    events.Ref,
 		"rowID":    func(ref string) string { return "c-" + ref },
 		"now":      func() time.Time { return c.cfg.Now() },
 		"add":      func(a, b int) int { return a + b },
 		"storeKey": func(k store.CommandKey) string { return events.Ref(k.Source, k.ID) },
+		"webURL":   netboxPage,
 	}
+}
+
+// netboxPage is the NetBox web page of an object whose API URL is apiURL: the URL without its
+// /api path segment (http://netbox/api/extras/journal-entries/7/ is shown at
+// http://netbox/extras/journal-entries/7/, also under a path prefix). A URL with no /api
+// segment is returned as it is.
+func netboxPage(apiURL string) string {
+	u, err := url.Parse(apiURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+		return apiURL
+	}
+	before, after, ok := strings.Cut(u.Path, "/api/")
+	if !ok {
+		return apiURL
+	}
+	u.Path, u.RawPath = before+"/"+after, ""
+	return u.String()
 }
 
 func fmtTime(t time.Time) string {
@@ -505,17 +541,23 @@ func bytesText(n int64) string {
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
-// indentJSON pretty-prints a JSON document; anything else is returned as it is.
+// indentJSON pretty-prints a JSON document with its strings as they read (a stored
+// "\u003c" shows as "<": the page escapes it); anything else is returned as it is.
 func indentJSON(raw []byte) string {
 	var v any
-	if json.Unmarshal(raw, &v) != nil {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	if d.Decode(&v) != nil || d.More() {
 		return string(raw)
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	e.SetIndent("", "  ")
+	if e.Encode(v) != nil {
 		return string(raw)
 	}
-	return string(b)
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // maxBodyShown bounds how much of a dead letter's body its page shows.

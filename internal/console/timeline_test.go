@@ -106,3 +106,18 @@ func TestShortDuration(t *testing.T) {
 		}
 	}
 }
+
+// TestNetboxPage pins the journal link: NetBox's web page of the entry, not its API.
+func TestNetboxPage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"http://netbox/api/extras/journal-entries/7/", "http://netbox/extras/journal-entries/7/"},
+		{"https://nb.example:8443/netbox/api/extras/journal-entries/7/", "https://nb.example:8443/netbox/extras/journal-entries/7/"},
+		{"http://netbox/extras/journal-entries/7/", "http://netbox/extras/journal-entries/7/"},
+		{"javascript:alert(1)//api/x", "javascript:alert(1)//api/x"},
+	} {
+		if got := netboxPage(tc.in); got != tc.want {
+			t.Errorf("netboxPage(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
