@@ -138,7 +138,7 @@ func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
 	if replayed {
 		r.log.Info("replaying stored result", "status", res.Status, "result", res.Result)
 	} else {
-		r.log.Info("publishing the stored result first-hand: its first publication was not confirmed", "status", res.Status, "result", res.Result)
+		r.log.Info("publishing the stored result first-hand: the events stream holds no result of it yet (not published, or not confirmed)", "status", res.Status, "result", res.Result)
 	}
 	return r.publishResult(ctx, res)
 }
