@@ -401,3 +401,24 @@ func startServer(t *testing.T, opts *server.Options) *server.Server {
 	}
 	return srv
 }
+
+// TestZeroDispositionRedelivers: a handler that returns the zero Disposition decided nothing;
+// the message is redelivered, never acknowledged on its behalf, and nothing is dead-lettered.
+func TestZeroDispositionRedelivers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	h := &recorder{answer: func(_ context.Context, _ events.Command, d events.Delivery) events.Disposition {
+		if d.Number == 1 {
+			return events.Disposition{}
+		}
+		return events.Disposition{Action: events.Ack}
+	}}
+	e.start(t, h)
+	e.publish(t, binaryCommand(e.s, "vm.stop", "undecided", `{}`))
+	eventually(t, 20*time.Second, "delivered again and acked", func() bool {
+		return h.count() == 2 && e.streamMsgs(t, e.s.CommandsStream()) == 0
+	})
+	if dl := e.deadLetters(t); len(dl) != 0 {
+		t.Errorf("%d dead letters, want 0", len(dl))
+	}
+}

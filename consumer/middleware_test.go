@@ -148,7 +148,7 @@ func TestMiddlewareContextAndCommandReachTheHandler(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		seenValue = ctx.Value(ctxKey{})
-		return events.Disposition{}
+		return events.Disposition{Action: events.Ack}
 	}}
 	e.start(t, h)
 	e.publish(t, binaryCommand(e.s, "vm.start", "obs-ctx", `{}`))

@@ -13,12 +13,13 @@ type Delivery struct {
 	StreamSeq uint64
 }
 
-// Action is what the consumer does with a delivered command once its handler returned.
+// Action is what the consumer does with a delivered command once its handler returned. The
+// zero value is no action: a handler that returns it has a bug, and the consumer redelivers.
 type Action int
 
 const (
 	// Ack acknowledges the message: the handler has published the command's result.
-	Ack Action = iota
+	Ack Action = iota + 1
 	// Redeliver naks the message with [Disposition.Delay], so it is delivered again; nothing is
 	// counted. The handler decides whether the delivery spent an attempt (and when attempts
 	// are exhausted, it answers DeadLetter instead).
@@ -42,7 +43,9 @@ func (a Action) String() string {
 	}
 }
 
-// Disposition is a handler's verdict on one delivery. The zero value is Ack.
+// Disposition is a handler's verdict on one delivery. The zero value is not a valid
+// disposition (its Action is none of Ack, Redeliver, DeadLetter): the consumer logs it and
+// redelivers the message, so a handler that forgot to decide never acknowledges a command.
 type Disposition struct {
 	// Action is what the consumer does with the message.
 	Action Action
