@@ -194,28 +194,47 @@ func TestVMBackupOutcomes(t *testing.T) {
 // guest into one directory storage within one second (zstd, then uncompressed) are two
 // volumes of that second, and each command's volid is the archive its own vzdump task wrote.
 // Matching by the newest volume of the second answered the second backup with the first's
-// .vma.zst. The pair is taken again (up to ten times) until both tasks start in one second.
+// .vma.zst. Into a PBS storage the second fails, as PBS refuses a snapshot not newer than the
+// group's last (502 task_failed saying so), never answered with the first's snapshot. The
+// pair is taken again (up to ten times) until both tasks start in one second.
 func TestVMBackupSameSecond(t *testing.T) {
 	t.Parallel()
-	for try := range 10 {
-		e := backupEnv(t)
-		first := decodeBackupOutput(t, e.backupResult(t, "zstd", `{"vm":101,"storage":"local","compress":"zstd","mode":"stop"}`))
-		second := decodeBackupOutput(t, e.backupResult(t, "plain", `{"vm":101,"storage":"local","compress":0,"mode":"stop"}`))
-		u1, err1 := proxmox.ParseUPID(first.UPID)
-		u2, err2 := proxmox.ParseUPID(second.UPID)
-		if err1 != nil || err2 != nil {
-			t.Fatalf("upids %q %q: %v %v", first.UPID, second.UPID, err1, err2)
-		}
-		if !u1.StartTime.Equal(u2.StartTime) {
-			t.Logf("try %d: the tasks started in two seconds; again", try)
-			continue
-		}
-		if !strings.HasSuffix(first.VolID, ".vma.zst") || !strings.HasSuffix(second.VolID, ".vma") || first.VolID == second.VolID {
-			t.Fatalf("volids %q and %q, want the first .vma.zst and the second its own .vma", first.VolID, second.VolID)
-		}
-		return
+	for _, storage := range []string{"local", "pbs1"} {
+		t.Run(storage, func(t *testing.T) {
+			t.Parallel()
+			for try := range 10 {
+				e := backupEnv(t)
+				first := e.backupResult(t, "zstd", `{"vm":101,"storage":"`+storage+`","compress":"zstd","mode":"stop"}`)
+				second := e.backupResult(t, "plain", `{"vm":101,"storage":"`+storage+`","compress":0,"mode":"stop"}`)
+				out1, out2 := decodeBackupOutput(t, first), backupOutput{}
+				var starts []time.Time // of the two vzdump tasks, from their UPIDs
+				for _, task := range e.pve.Tasks() {
+					if u, err := proxmox.ParseUPID(task.UPID); err == nil && u.Type == proxmox.BackupTaskType {
+						starts = append(starts, u.StartTime)
+					}
+				}
+				if len(starts) != 2 {
+					t.Fatalf("%d vzdump tasks, want 2", len(starts))
+				}
+				if !starts[0].Equal(starts[1]) {
+					t.Logf("try %d: the tasks started in two seconds; again", try)
+					continue
+				}
+				if storage == "pbs1" {
+					if second.Status != 502 || second.Reason != ReasonTaskFailed || !strings.Contains(second.Detail, "backup timestamp is older than last backup") {
+						t.Fatalf("the second backup into PBS: %d %s (%s), want 502 %s saying PBS refused it", second.Status, second.Reason, second.Detail, ReasonTaskFailed)
+					}
+					return
+				}
+				out2 = decodeBackupOutput(t, second)
+				if !strings.HasSuffix(out1.VolID, ".vma.zst") || !strings.HasSuffix(out2.VolID, ".vma") || out1.VolID == out2.VolID {
+					t.Fatalf("volids %q and %q, want the first .vma.zst and the second its own .vma", out1.VolID, out2.VolID)
+				}
+				return
+			}
+			t.Skip("the two backups never started within one second in ten tries")
+		})
 	}
-	t.Skip("the two backups never started within one second in ten tries")
 }
 
 // TestVMBackupJournal: a backup is journaled on the guest's NetBox VM as a success, with the

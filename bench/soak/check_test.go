@@ -886,3 +886,29 @@ func TestSameBackup(t *testing.T) {
 		t.Error("the plan has no back-to-back backups of one guest")
 	}
 }
+
+// TestPlanExpiryBursts: with hot guests, a fifth of their commands expire a second after
+// their publication (they may expire while the guest is busy, answered 410 with no write,
+// which the checker's "a 4xx refusal sent no write" judges); nothing else expires.
+func TestPlanExpiryBursts(t *testing.T) {
+	t.Parallel()
+	plan := newGenerator(3, "t", "canary", 50).withLoad(0.5, nil).plan(2000)
+	expiring, hot := 0, 0
+	for _, p := range plan {
+		if p.expiresIn > 0 {
+			expiring++
+			if !slices.Contains(hotGuests, p.guest) && !strings.Contains(string(p.cmd.Data), "snapshot") {
+				t.Errorf("%s expires but is not on a hot guest: %s", p.cmd.ID, p.cmd.Data)
+			}
+		}
+		if slices.Contains(hotGuests, p.guest) {
+			hot++
+		}
+	}
+	if expiring == 0 || expiring > hot {
+		t.Errorf("%d expiring commands of %d on hot guests", expiring, hot)
+	}
+	if newGenerator(3, "t", "canary", 50).plan(2000)[0].expiresIn != 0 {
+		t.Error("a plan without hot guests has an expiring command")
+	}
+}

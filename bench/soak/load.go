@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/proxbus/proxbus/events"
 )
@@ -23,6 +24,9 @@ type planned struct {
 	// producer is who publishes it (producerNATSGo, producerSDKBinary, producerSDKStructured);
 	// poison is always published with nats.go.
 	producer string
+	// expiresIn, when set, is the command's expires attribute, counted from its publication: a
+	// command on a busy guest that may expire while it waits (answered 410, writing nothing).
+	expiresIn time.Duration
 }
 
 // producerName is p's producer ("natsgo" when none was drawn).
@@ -222,8 +226,12 @@ func (g *generator) next() *planned {
 
 // hot fills p with a command on one of the hot guests: a power verb (70%), a snapshot create
 // (20%) or the delete of a snapshot made on a hot guest (10%, a create when there is none).
+// One in five expires a second after its publication: bursts of expiries on a busy guest.
 func (g *generator) hot(id string, p *planned) {
 	vm := hotGuests[g.rnd.IntN(len(hotGuests))]
+	if g.rnd.Float64() < 0.2 {
+		p.expiresIn = time.Second
+	}
 	switch r := g.rnd.Float64(); {
 	case r < 0.70:
 		i := slices.IndexFunc(powerGuests, func(pg powerGuest) bool { return pg.vmid == vm })

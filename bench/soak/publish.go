@@ -84,6 +84,9 @@ func (pb *publisher) message(p *planned, dup bool) (*nats.Msg, error) {
 // publishOne publishes p (poison always with nats.go) until the stream acknowledges it,
 // ctx ends or publishDeadline passes.
 func (pb *publisher) publishOne(ctx context.Context, p *planned, dup bool) error {
+	if p.expiresIn > 0 && p.cmd.Expires.IsZero() {
+		p.cmd.Expires = time.Now().Add(p.expiresIn).UTC()
+	}
 	var send func() error
 	sdk := p.producerName() != producerNATSGo
 	switch {

@@ -197,6 +197,14 @@ func (b *backupStore) vzdump(c *call) answer {
 	job.plan(s.state.storages[req.storage], req.storage)
 	vol := job.volume()
 	key := b.backupKey(req.storage, node)
+	if job.pbs && slices.ContainsFunc(b.vols[key], func(v *backupVol) bool { return v.vmid == vol.vmid && v.ctime >= vol.ctime }) {
+		// proxmox-backup src/api2/backup/mod.rs (upgrade_to_backup_protocol): a snapshot whose
+		// time (whole seconds) is not after the group's last one is refused, "backup
+		// timestamp is older than last backup."; vzdump's PBS client reports it as the
+		// guest's failure. A second backup of a guest within one second fails so.
+		job.failed = "backup connect failed: command error: backup timestamp is older than last backup."
+		return s.startLoggedTask(c, g, proxmox.BackupTaskType, "", "job errors", nil, job.log)
+	}
 	effect := func(time.Time) { b.vols[key] = append(b.vols[key], vol) }
 	return s.startLoggedTask(c, g, proxmox.BackupTaskType, "backup", "", effect, job.log)
 }
