@@ -148,3 +148,26 @@ func TestCommandCancelVerb(t *testing.T) {
 		t.Errorf("cancel of a finished command: %d %s, want 409 %s", res.Status, res.Reason, ReasonNotCancellable)
 	}
 }
+
+// TestCancelWhileConfirming: a vm.backup whose vzdump answer was lost waits, confirming, for
+// the task it may have started; a cancellation stops that task too, and the command answers
+// 410 command_cancelled, with no second vzdump and no backup.
+func TestCancelWhileConfirming(t *testing.T) {
+	t.Parallel()
+	e := backupEnv(t)
+	e.pve.SetTaskDuration(time.Minute)
+	e.pve.DropAnswerAfterApply("POST", "/nodes/pve1/vzdump", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { e.p.WatchGuards(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	done := make(chan events.Result, 1)
+	go func() { done <- e.resultOf(t, "vm.backup", "confirming", `{"vm":100,"storage":"local"}`) }()
+	e.pub.awaitStep(t, "confirming", "confirm", events.StepRunning)
+	_, res := cancelUntilAnswered(t, e, store.CommandKey{Source: "/test/vm.backup", ID: "confirming"}, done)
+	checkCancelled(t, e, res)
+	if n := vzdumps(e, "pve1"); n != 1 {
+		t.Errorf("vzdumps = %d, want 1", n)
+	}
+}

@@ -143,6 +143,17 @@ func (x *Exec) MaySent(step string) bool {
 	return x.progress.Sent == nil || slices.Contains(x.progress.Sent, step)
 }
 
+// AwaitTask waits for task upid on node that an earlier write (step) of this command started,
+// as a Confirm does for a write whose answer was lost, reporting its progress as running
+// steps of "confirm": a cancellation of the command stops it as it would the write's own
+// (when step may be stopped). Its error is WaitTask's (a *proxmox.TaskError for a task that
+// failed or was stopped).
+func (x *Exec) AwaitTask(ctx context.Context, step, node, upid string) error {
+	x.r.taskStarted(ctx, step, node, upid)
+	defer x.r.taskEnded()
+	return x.Proxmox.WaitTask(x.runningHook(ctx, "confirm"), node, upid)
+}
+
 // Step publishes a step event (contract §3). Publishing failures are logged, never fatal.
 func (x *Exec) Step(ctx context.Context, step string, status events.StepStatus, upid, detail string) {
 	x.r.step(ctx, step, status, upid, detail)

@@ -194,7 +194,7 @@ func confirmBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error
 	}
 	if task.Running {
 		x.Step(ctx, "confirm", events.StepRunning, task.UPID, "waiting for the guest's vzdump task to end")
-		if err := x.Proxmox.WaitTask(x.runningHook(ctx, "confirm"), g.Node, task.UPID); err != nil {
+		if err := x.AwaitTask(ctx, "backup_vm", g.Node, task.UPID); err != nil {
 			return Outcome{}, err
 		}
 	} else if !task.OK() {

@@ -429,7 +429,7 @@ func confirmMigrate(ctx context.Context, x *Exec, in MigrateInput) (Outcome, err
 			t := tasks[i]
 			upid = t.UPID
 			x.Step(ctx, "confirm", events.StepRunning, t.UPID, "waiting for the guest's migration task to end")
-			if err := x.Proxmox.WaitTask(ctx, now.Node, t.UPID); err != nil {
+			if err := x.AwaitTask(ctx, stepMigrateVM, now.Node, t.UPID); err != nil {
 				return false, err
 			}
 			now, err = x.Proxmox.ResolveGuest(ctx, vmid)
