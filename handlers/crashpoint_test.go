@@ -276,3 +276,35 @@ func checkResumed(t *testing.T, at, verb string, want, got crashRun) {
 		}
 	}
 }
+
+// TestResumedDeleteByNameOfAGoneGuest: a vm.delete naming its guest by name, stopped right
+// after its DELETE was answered, resumes to find no guest of that name: its DELETE took
+// effect, so it answers 200 ok with the vmid its claim recorded, not 502
+// proxmox_write_unconfirmed (as the soak once saw); its stop and DELETE were sent once.
+func TestResumedDeleteByNameOfAGoneGuest(t *testing.T) {
+	t.Parallel()
+	cases := apiCallCases(serveCloudImage(t, "gone-cloudimg-amd64.img"))
+	i := slices.IndexFunc(cases, func(c apiCallCase) bool { return strings.HasPrefix(c.name, "vm.delete") })
+	e := newCrashEnv(t)
+	e.prepare(cases, i) // provisions VM 310, demo-310
+	before := e.requests()
+	cmd := crashCommand("gone-by-name", apiCallCase{verb: "vm.delete", data: `{"vm":"demo-310","stop_first":true}`})
+	arrived := time.Now()
+	crashing := e.pipeline("dies", func(p string) {
+		if p == crashAfterSend+" "+stepDeleteVM {
+			panic(crashSignal{point: p})
+		}
+	})
+	crashing.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: arrived, StreamSeq: 7})
+	e.clock.Advance(31 * time.Second)
+	got := e.observe(cmd, before, e.untilDone(e.pipeline("resumes", nil), cmd, arrived, 2))
+	if len(got.results) != 1 || got.results[0].Status != 200 || got.results[0].Result != ResultOK || !strings.Contains(string(got.results[0].Output), `"vmid":"310"`) {
+		t.Fatalf("results %+v, want one 200 ok naming vmid 310", got.results)
+	}
+	if want := []string{"DELETE /nodes/pve2/qemu/310", "POST /nodes/pve2/qemu/310/status/stop"}; !slices.Equal(got.writes, want) {
+		t.Errorf("writes %v, want %v", got.writes, want)
+	}
+	if len(got.entries) != 1 || strings.Contains(got.entries[0].Comments, "in_progress") {
+		t.Errorf("journal entries %+v, want one finalized", got.entries)
+	}
+}

@@ -250,7 +250,9 @@ func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition
 		progress = found
 	}
 	answer := out // nothing was sent (no mark): the object is gone now, as the refusal says
-	if progress.Dispatched {
+	if gone, ok := r.goneAnswer(claim.Resource, progress); ok {
+		answer = gone
+	} else if progress.Dispatched {
 		answer = unconfirmedWrite()
 		answer.Detail = "the command had started and its write may have been sent, but its object can no longer be found (" +
 			cmp.Or(out.Detail, out.Reason) + "); it is not sent again: check it in Proxmox"
@@ -261,6 +263,15 @@ func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition
 		journal = r.finalize(ctx, progress, answer, "")
 	}
 	return r.complete(ctx, claim.Lease, answer, journal)
+}
+
+// goneAnswer is the verb's own answer for a started command, with progress, whose object is
+// gone ([Spec.Gone]); false when it has none or the command sent nothing.
+func (r *run) goneAnswer(resource string, progress store.Progress) (Outcome, bool) {
+	if !progress.Dispatched || r.prep.gone == nil {
+		return Outcome{}, false
+	}
+	return r.prep.gone(resource, progress.Sent)
 }
 
 // fromRecord answers a command whose outcome is already stored, from its record, and reports
@@ -339,7 +350,8 @@ func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(cont
 
 // write is contract §4 steps 3–7 for a valid write command.
 func (r *run) write(ctx context.Context) events.Disposition {
-	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards(), Verb: r.cmd.Verb}
+	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards(),
+		Verb: r.cmd.Verb, Resource: r.prep.resource}
 	if r.cmd.IdempotencyKey != "" {
 		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
 	}

@@ -62,6 +62,12 @@ type Spec[In any] struct {
 	// returns the outcome it finds; it never sends that write again. Nil means the write cannot
 	// be confirmed by reading (a reboot): the command answers 502 proxmox_write_unconfirmed.
 	Confirm func(ctx context.Context, x *Exec, in In) (Outcome, error)
+	// Gone (write verbs, optional) answers a command that had started on resource (its
+	// located resource id, "" when unknown), may have sent the writes named in sent (nil: any),
+	// and whose object can no longer be located when it resumes: its answer, and true, when
+	// the object being gone tells (a delete whose DELETE may have left has its effect); false
+	// leaves the pipeline's 502 proxmox_write_unconfirmed.
+	Gone func(resource string, sent []string) (Outcome, bool)
 	// Cancellable (write verbs, optional) names the writes (their steps) whose Proxmox task
 	// may be stopped when the command is cancelled after it started (contract §4 "Cancel"),
 	// each with what stopping it leaves behind, for the result's detail. Without it a started
@@ -91,7 +97,8 @@ type prepared struct {
 	// locate resolves the command against Proxmox; nil once resolved or when nothing needs it.
 	locate   func(ctx context.Context, c *proxmox.Client) (prepared, error)
 	dispatch func(ctx context.Context, x *Exec) (Outcome, error)
-	confirm  func(ctx context.Context, x *Exec) (Outcome, error) // nil: cannot be confirmed
+	confirm  func(ctx context.Context, x *Exec) (Outcome, error)  // nil: cannot be confirmed
+	gone     func(resource string, sent []string) (Outcome, bool) // nil: no answer of its own
 }
 
 // VerbName implements [Verb].
@@ -146,6 +153,7 @@ func (s Spec[In]) bind(in In) (prepared, error) {
 		resource:    s.Resource(in),
 		fingerprint: fp,
 		dispatch:    func(ctx context.Context, x *Exec) (Outcome, error) { return s.Dispatch(ctx, x, in) },
+		gone:        s.Gone,
 	}
 	if s.Confirm != nil {
 		p.confirm = func(ctx context.Context, x *Exec) (Outcome, error) { return s.Confirm(ctx, x, in) }

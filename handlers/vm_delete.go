@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/proxbus/proxbus/events"
@@ -75,6 +76,13 @@ func VMDelete() Verb {
 		},
 		Dispatch: dispatchDelete,
 		Confirm:  confirmDelete,
+		Gone: func(vmid string, sent []string) (Outcome, bool) {
+			if vmid == "" || (sent != nil && !slices.Contains(sent, stepDeleteVM)) {
+				return Outcome{}, false // only its stop may have left: who removed the guest is unknown
+			}
+			return Outcome{Status: 200, Result: ResultOK, Output: deleteOutput{VMID: vmid, UPIDs: []string{}},
+				Detail: "resumed after its DELETE may have been sent, the guest can no longer be found: it is deleted"}, true
+		},
 	}, func(in *DeleteInput) *GuestRef { return &in.GuestRef })
 }
 

@@ -123,6 +123,9 @@ type ClaimRequest struct {
 	Guards Guards
 	// Verb is the command's verb, kept on its record (for a cancellation to know what runs).
 	Verb string
+	// Resource is the command's resource id once located (the vmid a guest name named), kept
+	// on its record, so that a resumed command knows what it acted on (Claim.Resource).
+	Resource string
 }
 
 // Claim is the answer of [Store.Claim].
@@ -139,6 +142,9 @@ type Claim struct {
 	// lease): the caller must then find the command's write-ahead journal entry itself and,
 	// when one exists, assume the write may have been sent.
 	ProgressKnown bool
+	// Resource is, for Resumed, the resource id the previous owner's claim recorded
+	// ([ClaimRequest.Resource]; "" when it recorded none).
+	Resource string
 	// Marked is, for Resumed, true when the previous owner marked its first Proxmox write
 	// before sending it ([Store.Dispatching]): a record without the mark (ProgressKnown false)
 	// then certainly sent no write, though it may have written its journal entry. False for a
@@ -197,13 +203,13 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 	cmd, notReplicated := s.replicated(ctx, s.scripts.claim, keys,
 		s.nowMillis(), millis(s.opts.LeaseTTL), millis(s.opts.DedupeTTL),
 		req.Owner, req.Fingerprint, req.Command.Hash(), req.Command.Source, req.Command.ID,
-		idx[0], idx[1], idx[2], slotMax, millis(s.lockKeyTTL()), req.Verb,
+		idx[0], idx[1], idx[2], slotMax, millis(s.lockKeyTTL()), req.Verb, req.Resource,
 	)
 	raw, err := cmd.StringSlice()
 	if err != nil {
 		return Claim{}, fmt.Errorf("store: claim: %w", err)
 	}
-	if len(raw) != 13 {
+	if len(raw) != 14 {
 		return Claim{}, fmt.Errorf("store: claim: unexpected script answer of %d fields", len(raw))
 	}
 	state, ok := claimStates[raw[0]]
@@ -219,6 +225,9 @@ func (s *Store) Claim(ctx context.Context, req ClaimRequest) (Claim, error) {
 		}
 		out.Lease = Lease{Command: req.Command, Idem: req.Idem, Owner: req.Owner, Token: token, Guards: req.Guards}
 		out.Marked = state == Resumed && raw[10] == "1"
+		if state == Resumed {
+			out.Resource = raw[13]
+		}
 		if state == Resumed && raw[8] == "1" {
 			out.ProgressKnown = true
 			out.Progress.JournalURL = raw[3]

@@ -71,9 +71,9 @@ end
 // claimLua: KEYS[1] identity, KEYS[2] fence, then the optional idem, resource lease and slots
 // keys at the indices ARGV[9..11] name ("0" = absent).
 // ARGV: now_ms, lease_ms, dedupe_ms, owner, fingerprint, cmd_hash, source, id, idem_i, lock_i,
-// slots_i, slots_max, guard_ttl_ms, verb.
+// slots_i, slots_max, guard_ttl_ms, verb, resource (kept on the record when not empty).
 // Returns {state, token, journal_id, journal_url, dispatched, result, orig_source, orig_id,
-// progress_known, busy_guard, marks, dispatched_at}: progress_known is '1' when the previous
+// progress_known, busy_guard, marks, dispatched_at, sent, resource}: progress_known is '1' when the previous
 // owner suspended or marked its dispatch (the journal and dispatch fields are then exact),
 // marks is '1' when the previous owner marked every dispatch before sending it (so a record
 // without the mark never sent a write). Every refusal returns before the first write: a
@@ -84,14 +84,14 @@ local lease_ms = tonumber(ARGV[2])
 local owner, fp, chash, src, id = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
 local idem, lock, slots = opt(ARGV[9]), opt(ARGV[10]), opt(ARGV[11])
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'lease', 'journal_id', 'journal_url', 'dispatched', 'result', 'suspended',
-  'marks', 'dispatched_at', 'sent')
+  'marks', 'dispatched_at', 'sent', 'resource')
 if c[1] == 'done' then
-  return {'done', '', '', '', '', c[7] or '', '', '', '', '', '', '', ''}
+  return {'done', '', '', '', '', c[7] or '', '', '', '', '', '', '', '', ''}
 end
 local resumed = false
 if c[1] == 'running' then
   if (tonumber(c[3]) or 0) > now and c[2] ~= owner then
-    return {'busy', '', '', '', '', '', '', '', '', '', '', '', ''}
+    return {'busy', '', '', '', '', '', '', '', '', '', '', '', '', ''}
   end
   resumed = true
 end
@@ -111,12 +111,12 @@ if idem then
   if r[1] and r[2] ~= chash and live then
     local osrc, oid = r[6] or '', r[7] or ''
     if r[3] ~= fp then
-      return {'idem_reused', '', '', '', '', '', osrc, oid, '', '', '', '', ''}
+      return {'idem_reused', '', '', '', '', '', osrc, oid, '', '', '', '', '', ''}
     end
     if r[1] == 'done' then
-      return {'idem_replay', '', '', '', '', r[5] or '', osrc, oid, '', '', '', '', ''}
+      return {'idem_replay', '', '', '', '', r[5] or '', osrc, oid, '', '', '', '', '', ''}
     end
-    return {'idem_inflight', '', '', '', '', '', osrc, oid, '', '', '', '', ''}
+    return {'idem_inflight', '', '', '', '', '', osrc, oid, '', '', '', '', '', ''}
   end
 end
 if lock then
@@ -136,14 +136,14 @@ if lock then
       end
     end
     if busy then
-      return {'guard_busy', '', '', '', '', '', '', '', '', 'resource', '', '', ''}
+      return {'guard_busy', '', '', '', '', '', '', '', '', 'resource', '', '', '', ''}
     end
   end
 end
 if slots then
   if not redis.call('ZSCORE', slots, owner) and
      redis.call('ZCOUNT', slots, '(' .. ARGV[1], '+inf') >= tonumber(ARGV[12]) then
-    return {'guard_busy', '', '', '', '', '', '', '', '', 'slot', '', '', ''}
+    return {'guard_busy', '', '', '', '', '', '', '', '', 'slot', '', '', '', ''}
   end
 end
 local token = string.format('%d', redis.call('INCR', KEYS[2]))
@@ -163,6 +163,9 @@ else
 end
 redis.call('HSET', KEYS[1], 'state', 'running', 'owner', owner, 'token', token, 'lease', deadline,
   'fp', fp, 'src', src, 'id', id, 'idem', idem or '', 'marks', '1', 'verb', ARGV[14])
+if ARGV[15] ~= '' then
+  redis.call('HSET', KEYS[1], 'resource', ARGV[15])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if idem then
   redis.call('DEL', idem)
@@ -186,7 +189,7 @@ local known = c[8] or ''
 if c[6] == '1' and c[10] and c[10] ~= '' then
   known = '1'
 end
-return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', '', known, '', c[9] or '', c[10] or '', c[11] or ''}
+return {state, token, c[4] or '', c[5] or '', c[6] or '', '', '', '', known, '', c[9] or '', c[10] or '', c[11] or '', c[12] or ''}
 `
 
 // requestCancelLua: KEYS[1] identity. ARGV: by, reason, now_ms. Records, on a running record
