@@ -51,7 +51,13 @@ func demoClient(t *testing.T, url string) *proxmox.Client {
 // closedURL returns the URL of a port nothing listens on.
 func closedURL(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	// A port freed on 127.0.0.2 stays free: the servers of parallel tests (httptest, the
+	// simulator) listen on 127.0.0.1, so none can take it between its close and the dial.
+	// Where 127.0.0.2 is not a loopback address (macOS by default), 127.0.0.1 serves.
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		ln, err = net.Listen("tcp", "127.0.0.1:0")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
