@@ -126,10 +126,12 @@ func (r *run) decide(ctx context.Context, target store.CommandKey, decision stor
 // control runs a control verb (command.approve, command.reject): no endpoint, no Proxmox, no
 // journal of its own. Its outcome is stored under its identity, so a redelivery or a
 // duplicate is answered the same.
-func (r *run) control(ctx context.Context) events.Disposition {
-	if disp, done := r.fromRecord(ctx); done {
-		return disp
-	}
+func (r *run) control(ctx context.Context) move {
+	return r.fromRecord(ctx, r.controlNow)
+}
+
+// controlNow runs a control verb that has no stored outcome.
+func (r *run) controlNow(ctx context.Context) move {
 	prep, invalid := r.verb.prepare(r.cmd.Data)
 	r.prep = prep
 	if invalid != nil {
@@ -159,29 +161,33 @@ func (r *run) control(ctx context.Context) events.Disposition {
 // running or protected guest, a migration precondition, a missing storage) is refused at once,
 // journaled, without asking anyone; otherwise the plan is kept with the approval and published
 // with the waiting step, for the approvers. It reports false once the command is approved
-// (r.approval says by whom); otherwise the disposition: still waiting, refused, or rejected.
-func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
+// (r.approval says by whom) and goes on with approved; otherwise it waits, is refused, or
+// rejected.
+func (r *run) awaitApproval(ctx context.Context, approved stage) move {
 	if r.delivery.Number <= 1 {
 		// cancelled (or answered) before its first delivery: no approval is asked for it
-		if disp, done := r.fromRecord(ctx); done {
-			return disp, true
-		}
+		return r.fromRecord(ctx, func(ctx context.Context) move { return r.askApproval(ctx, approved) })
 	}
+	return r.askApproval(ctx, approved)
+}
+
+// askApproval is awaitApproval once the command is known to have no stored outcome.
+func (r *run) askApproval(ctx context.Context, approved stage) move {
 	var planJSON json.RawMessage
 	if r.approval == nil || r.approval.Decision == store.DecisionPending {
 		p, err := r.plan(ctx)
 		if err != nil {
-			return r.settleBeforeWrite(ctx, "preflight", err, func(Outcome) events.Disposition { return r.redeliver(r.waitDelay()) }), true
+			return r.settleBeforeWrite(ctx, "preflight", err, func(Outcome) move { return r.redeliver(r.waitDelay()) })
 		}
 		if out, refused := p.refusal(); refused {
 			r.log.Info("refused by its preflight; no approval asked", "reason", out.Reason)
 			if err := r.p.cfg.Store.DropApproval(ctx, r.key()); err != nil {
 				r.log.Warn("store: the refused command's approval not removed", "err", err)
 			}
-			return r.refuseJournaled(ctx, out, r.journalTarget), true
+			return r.refuseJournaled(ctx, out, r.journalTarget)
 		}
 		if planJSON, err = json.Marshal(p); err != nil {
-			return r.failed(ctx, "encode", err), true
+			return r.failed(ctx, "encode", err)
 		}
 	}
 	a, err := r.p.cfg.Store.RequestApproval(ctx, store.Approval{
@@ -189,12 +195,12 @@ func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
 		Summary: r.summary(), Expires: r.deadline(), Plan: planJSON,
 	})
 	if err != nil {
-		return r.storeDown(ctx, err), true
+		return r.storeDown(ctx, err)
 	}
 	switch a.Decision {
 	case store.DecisionApproved:
 		r.approval = &a
-		return events.Disposition{}, false
+		return approved(ctx)
 	case store.DecisionRejected:
 		r.approval = &a
 		detail := "rejected by " + a.Decider + "; nothing was done"
@@ -202,13 +208,13 @@ func (r *run) awaitApproval(ctx context.Context) (events.Disposition, bool) {
 			detail = "rejected by " + a.Decider + " (" + a.Reason + "); nothing was done"
 		}
 		out := Outcome{Status: 403, Result: ResultRefused, Reason: ReasonApprovalRejected, Detail: detail}
-		return r.refuseJournaled(ctx, out, r.journalTarget), true
+		return r.refuseJournaled(ctx, out, r.journalTarget)
 	}
 	if !(r.last.Step == "approval" && r.last.Status == events.StepWaiting && r.last.Detail == awaitingApproval) {
 		r.publishStep(ctx, events.Step{Step: "approval", Status: events.StepWaiting, Detail: awaitingApproval, Plan: planJSON})
 		r.last = events.Step{Step: "approval", Status: events.StepWaiting, Detail: awaitingApproval}
 	}
-	return r.redeliver(r.p.cfg.ApprovalPoll), true
+	return r.redeliver(r.p.cfg.ApprovalPoll).becomes(StateAwaitingApproval, EventApprovalPending)
 }
 
 // decidedInTime reports whether the command has an approval decided at or before its
@@ -236,23 +242,23 @@ func (r *run) needsApproval() bool {
 }
 
 // stillAwaiting answers a redelivery of a command whose approval is still pending: it waits on,
-// without locating its object again. It reports false when the command has no approval yet or
-// it was decided (r.approval is then the decision, so that the command is not checked again
-// before its approval is looked up).
-func (r *run) stillAwaiting(ctx context.Context) (events.Disposition, bool) {
+// without locating its object again. A command with no approval yet, or whose approval was
+// decided (r.approval is then the decision, so that the command is not checked again before
+// its approval is looked up), goes on with next.
+func (r *run) stillAwaiting(ctx context.Context, next stage) move {
 	a, err := r.p.cfg.Store.Approval(ctx, r.key())
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return events.Disposition{}, false
+		return next(ctx)
 	case err != nil:
-		return r.storeDown(ctx, err), true
+		return r.storeDown(ctx, err)
 	case a.Decision != store.DecisionPending:
 		if !a.Early {
 			r.approval = &a
 		}
-		return events.Disposition{}, false
+		return next(ctx)
 	}
-	return r.wait(ctx, "approval", events.StepWaiting, awaitingApproval, r.p.cfg.ApprovalPoll), true
+	return r.wait(ctx, "approval", events.StepWaiting, awaitingApproval, r.p.cfg.ApprovalPoll).becomes(StateAwaitingApproval, EventApprovalPending)
 }
 
 // summary says what the command would do, from its journal bullets (never a secret).

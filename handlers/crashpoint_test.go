@@ -73,6 +73,7 @@ func (e *crashEnv) pipeline(instance string, crashAt func(string)) *Pipeline {
 		e.t.Fatal(err)
 	}
 	p.crashAt = crashAt
+	followTable(e.t, p)
 	return p
 }
 

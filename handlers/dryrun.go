@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/store"
 )
@@ -45,10 +44,10 @@ func plannedOutcome(out Outcome) *PlannedOutcome {
 // with a Proxmox client that records its writes instead of sending them, and the command is
 // answered 200 planned. Nothing is written anywhere: no Proxmox write, no journal entry, no
 // record in the store; no approval is waited for.
-func (r *run) dryRun(ctx context.Context) events.Disposition {
+func (r *run) dryRun(ctx context.Context) move {
 	p, err := r.plan(ctx)
 	if err != nil {
-		return r.settleBeforeWrite(ctx, "dispatch", err, func(Outcome) events.Disposition { return r.redeliver(r.waitDelay()) })
+		return r.settleBeforeWrite(ctx, "dispatch", err, func(Outcome) move { return r.redeliver(r.waitDelay()) })
 	}
 	return r.answer(ctx, Outcome{Status: 200, Result: ResultPlanned, Output: PlanOutput{Plan: p}}, noJournal)
 }

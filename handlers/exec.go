@@ -216,3 +216,39 @@ func (r *run) publishStep(ctx context.Context, st events.Step) {
 }
 
 func kindOf(s string) netbox.Kind { return netbox.Kind(s) }
+
+// untilInPlace reads with check until it reports the effect in place, for up to the pipeline's
+// ConfirmFor: an interrupted write's task may still be running. It returns check's error at
+// once.
+func (x *Exec) untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, error)) (bool, error) {
+	if x.plan != nil { // a dry run: what a planned write would have made never appears
+		return check(ctx)
+	}
+	pause := confirmPause
+	for over := x.r.p.cfg.After(x.r.p.cfg.ConfirmFor); ; {
+		done, err := check(ctx)
+		if err != nil || done {
+			return done, err
+		}
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-over:
+			return false, nil
+		case <-x.r.p.cfg.After(pause):
+		}
+		pause = min(2*pause, 2*time.Second)
+	}
+}
+
+// Unconfirmed is what a Confirm, or a Dispatch resuming an earlier attempt, returns when
+// reading cannot find the effect of a write that may have been sent: the pipeline answers 502
+// proxmox_write_unconfirmed saying detail (its default when "") with the write's task upid
+// (when known), and never sends the write again.
+func (x *Exec) Unconfirmed(upid, detail string) error {
+	return &unconfirmedError{upid: upid, detail: detail}
+}
+
+// confirmPause is the first pause between the reads that look for an interrupted write's
+// effect; it doubles up to 2 s.
+const confirmPause = 250 * time.Millisecond

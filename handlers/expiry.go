@@ -59,41 +59,41 @@ func (r *run) deadline() time.Time {
 	return d
 }
 
-// expire answers a command that must not start 410 command_expired and reports true; it
-// reports false for a write command that has already begun, which is finished instead
-// (contract §4 step 0: once started, it is finished). A write command's answer is stored, as
-// [Cancel] stores its, so that every later delivery is answered the same.
-func (r *run) expire(ctx context.Context, detail string) (events.Disposition, bool) {
+// expire answers a command that must not start 410 command_expired; a write command that has
+// already begun goes on with started instead (contract §4 step 0: once started, it is
+// finished), as does one whose approval was decided in time. A write command's answer is
+// stored, as [Cancel] stores its, so that every later delivery is answered the same.
+func (r *run) expire(ctx context.Context, detail string, started stage) move {
 	out := Outcome{Status: 410, Result: ResultRefused, Reason: ReasonCommandExpired, Detail: detail}
 	if r.verb.VerbAccess() == Read || r.cmd.DryRun { // nothing to store: a dry run writes nothing
-		return r.answer(ctx, out, noJournal), true
+		return r.answer(ctx, out, noJournal).because(EventExpired)
 	}
 	switch inTime, err := r.decidedInTime(ctx); {
 	case err != nil:
-		return r.storeDown(ctx, err), true
+		return r.storeDown(ctx, err)
 	case inTime:
 		r.log.Info("past its expiry, but its approval was decided in time: the decision takes effect", "detail", detail)
-		return events.Disposition{}, false
+		return started(ctx)
 	}
 	raw, res, err := r.record(out, noJournal)
 	if err != nil {
-		return r.failed(ctx, "encode", err), true
+		return r.failed(ctx, "encode", err)
 	}
 	state, stored, err := r.p.cfg.Store.FinishUnstarted(ctx, r.key(), raw)
 	switch {
 	case err != nil:
-		return r.storeDown(ctx, err), true
+		return r.storeDown(ctx, err)
 	case state == store.Finished:
-		return r.replay(ctx, stored), true
+		return r.replay(ctx, stored)
 	case state == store.Running:
 		r.log.Info("past its expiry, but already started: it is finished", "detail", detail)
-		return events.Disposition{}, false
+		return started(ctx)
 	}
 	r.log.Info("command expired before it started", "detail", detail)
 	if err := r.p.cfg.Store.DropApproval(ctx, r.key()); err != nil {
 		r.log.Warn("store: the expired command's approval not removed", "err", err)
 	}
-	return r.publishResult(ctx, res), true
+	return r.publishResult(ctx, res).because(EventExpired)
 }
 
 // Cancel cancels command c, not started yet, for `proxbus cancel` (contract §10): it stores the

@@ -85,7 +85,7 @@ func (r *run) finalize(ctx context.Context, progress store.Progress, out Outcome
 	var err error
 	for i := 0; i <= r.p.cfg.JournalRetries; i++ {
 		if i > 0 {
-			time.Sleep(r.p.cfg.JournalRetryDelay)
+			r.p.sleep(r.p.cfg.JournalRetryDelay)
 		}
 		if err = r.p.cfg.Journal.UpdateJournalEntry(ctx, progress.JournalID, kind, comments); err == nil {
 			r.reach(crashJournaled, "terminal update")

@@ -279,6 +279,7 @@ func newLifecycleWith(t *testing.T, sc *script, tune func(*proxmox.EndpointConfi
 	if err != nil {
 		t.Fatal(err)
 	}
+	followTable(t, l.p)
 	return l
 }
 

@@ -63,6 +63,24 @@ func unconfirmedWrite() Outcome {
 		Detail: "an earlier attempt of this command may have sent the write and stopped; it is not sent twice"}
 }
 
+// ErrWriteUnconfirmed: reading could not find the effect of a write that may have been sent
+// (its answer was lost, or an earlier attempt stopped after its mark); the command answers 502
+// proxmox_write_unconfirmed and the write is never sent again. [Exec.Unconfirmed] makes one.
+var ErrWriteUnconfirmed = errors.New("the write may have been sent, but reading cannot find its effect")
+
+// unconfirmedError is ErrWriteUnconfirmed with the write's task (when known) and what was
+// looked at.
+type unconfirmedError struct{ upid, detail string }
+
+func (e *unconfirmedError) Error() string {
+	if e.detail == "" {
+		return ErrWriteUnconfirmed.Error()
+	}
+	return ErrWriteUnconfirmed.Error() + ": " + e.detail
+}
+
+func (e *unconfirmedError) Unwrap() error { return ErrWriteUnconfirmed }
+
 // errExtraNetworksLocked refuses extra NICs when the cloud network is enforced.
 var errExtraNetworksLocked = errors.New("extra_networks are locked by enforce_cloud_network")
 
@@ -120,7 +138,15 @@ func classify(err error) (Outcome, failure) {
 		return Outcome{Status: status, Result: ResultRefused, Reason: reason}, final
 	}
 	var fieldErr fieldError
+	var unconfirmed *unconfirmedError
 	switch {
+	case errors.As(err, &unconfirmed):
+		out := unconfirmedWrite()
+		out.UPID = unconfirmed.upid
+		if unconfirmed.detail != "" {
+			out.Detail = unconfirmed.detail
+		}
+		return out, final
 	case errors.As(err, &fieldErr):
 		return *invalidBody([]string{fieldErr.field}, ""), final
 	case errors.Is(err, errExtraNetworksLocked):

@@ -156,6 +156,8 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// After is the clock's timer (default time.After): every pause of the pipeline waits on it.
+	After func(d time.Duration) <-chan time.Time
 }
 
 // Pipeline executes commands. It is safe for concurrent use by the consumer's workers.
@@ -165,6 +167,8 @@ type Pipeline struct {
 	// crashAt, set by tests only, is called at every crash point (crashpoint.go) with its name;
 	// it stops the command there by panicking with a crashSignal.
 	crashAt func(point string)
+	// observe, set by tests only, sees every move a delivery makes.
+	observe func(Transition)
 
 	runMu   sync.Mutex
 	running map[string]*run // commands of cancellable verbs running here, by store.WatchName
@@ -202,8 +206,14 @@ func New(cfg Config) (*Pipeline, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
 	return &Pipeline{cfg: cfg, waits: newWaitRoom(cfg.GuestWaiters), running: map[string]*run{}}, nil
 }
+
+// sleep pauses for d on the pipeline's clock.
+func (p *Pipeline) sleep(d time.Duration) { <-p.cfg.After(d) }
 
 // Handle runs one delivery of a command through the pipeline and says what to do with the
 // message. It publishes the command's result before it answers Ack or DeadLetter. A command
@@ -230,22 +240,9 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Deli
 				return
 			}
 			r.log.Error("pipeline panicked", "panic", fmt.Sprint(v))
-			disp = r.failed(context.WithoutCancel(ctx), "panic", fmt.Errorf("internal error: %v", v))
+			disp = r.failed(context.WithoutCancel(ctx), "panic", fmt.Errorf("internal error: %v", v)).disp
 		}
 	}()
-	if d.Number > 1 {
-		if disp, ok := r.recall(ctx); !ok {
-			return disp
-		}
-	}
-	verb, ok := p.cfg.Registry.Lookup(cmd.Verb)
-	if !ok {
-		r.log.Warn("unknown verb")
-		if disp := r.answer(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal); disp.Action != events.Ack {
-			return disp
-		}
-		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
-	}
-	r.verb = verb
-	return r.handle(ctx)
+	defer r.cleanUp()
+	return r.drive(ctx, r.receive)
 }

@@ -11,20 +11,20 @@ import (
 // another command that held its guest (which may have migrated or deleted it meanwhile), so
 // that it never acts on what it read before it waited. A guest that moved is acted on where
 // it is now; one that is gone now is answered so, the claim given back (nothing was written).
-// It reports false with the disposition that ends the delivery when the command cannot go on.
-func (r *run) locateAgain(ctx context.Context, lease store.Lease) (events.Disposition, bool) {
+// Otherwise it goes on with next.
+func (r *run) locateAgain(ctx context.Context, lease store.Lease, next stage) move {
 	if r.relocate == nil {
-		return events.Disposition{}, true
+		return next(ctx)
 	}
 	located, err := r.relocate(ctx, r.client)
 	if err != nil {
 		r.release(ctx, lease)
-		return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) events.Disposition {
+		return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) move {
 			return r.answer(ctx, out, noJournal)
-		}), false
+		})
 	}
 	r.moved(ctx, located)
-	return events.Disposition{}, true
+	return next(ctx)
 }
 
 // followGuest is called when a dispatch that has written nothing finds the command's guest

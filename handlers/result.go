@@ -67,7 +67,7 @@ func (r *run) record(out Outcome, journal journalState) ([]byte, events.Result, 
 
 // answer publishes the result of an outcome that is not stored and says Ack; when the result
 // cannot be published the command waits (it is acked only after its result).
-func (r *run) answer(ctx context.Context, out Outcome, journal journalState) events.Disposition {
+func (r *run) answer(ctx context.Context, out Outcome, journal journalState) move {
 	return r.publishResult(ctx, r.result(out, journal))
 }
 
@@ -75,16 +75,17 @@ func (r *run) answer(ctx context.Context, out Outcome, journal journalState) eve
 // that fails (the stream unreachable, a leader election) is tried again a few times; then the
 // command waits and its next delivery publishes the stored result, first-hand while the
 // events stream does not hold it.
-func (r *run) publishResult(ctx context.Context, res events.Result) events.Disposition {
+func (r *run) publishResult(ctx context.Context, res events.Result) move {
+	m := move{on: EventAnswered, to: stateOfResult(res), disp: events.Disposition{Action: events.Ack}}
 	for i := range publishTries {
 		if i > 0 {
-			time.Sleep(publishPause << (i - 1))
+			r.p.sleep(publishPause << (i - 1))
 		}
 		r.reach(crashBeforePublish, "result")
 		err := r.p.cfg.Publisher.Publish(ctx, r.origin, res)
 		if err == nil {
 			r.reach(crashAfterPublish, "result")
-			return events.Disposition{Action: events.Ack}
+			return m
 		}
 		if errors.Is(err, events.ErrEncode) {
 			r.log.Error("result not encodable", "err", err)
@@ -92,7 +93,8 @@ func (r *run) publishResult(ctx context.Context, res events.Result) events.Dispo
 		}
 		r.log.Warn("result not published", "try", i+1, "err", err)
 	}
-	return r.redeliver(r.waitDelay())
+	m.disp = r.redeliver(r.waitDelay()).disp // the next delivery publishes it
+	return m
 }
 
 // publishTries and publishPause bound how long a result's publication is retried within one
@@ -109,7 +111,7 @@ const (
 // (its result is in the stream). An outcome stored from an Idempotency-Key twin is always a
 // replay (contract §5). When the stored outcome's journal update is still pending, the replay
 // repairs it first, without another Proxmox write (contract §6).
-func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
+func (r *run) replay(ctx context.Context, raw []byte) move {
 	var rec record
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		r.log.Error("stored result unreadable", "err", err)
@@ -127,7 +129,7 @@ func (r *run) replay(ctx context.Context, raw []byte) events.Disposition {
 		}
 		if published && rec.Seq != 0 && rec.Seq == r.delivery.StreamSeq {
 			r.log.Info("redelivered after its result was published: acked without another result")
-			return events.Disposition{Action: events.Ack}
+			return move{on: EventAnswered, to: stateOfResult(rec.Result), disp: events.Disposition{Action: events.Ack}}
 		}
 		replayed = published
 	}

@@ -233,6 +233,7 @@ func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	followTable(t, e.p)
 	return e
 }
 

@@ -47,6 +47,17 @@ type run struct {
 	// cancel is the cancellation of a running command of a cancellable verb (nil otherwise).
 	cancel *canceller
 
+	// state is the state the delivery has brought the command to (lifecycle.go).
+	state State
+	// cleanups run, last first, when the delivery ends (the lease's renewal, the registration
+	// of a cancellable command).
+	cleanups []func()
+	// guardWait fires when waiting in the process for a busy guard ends, GuardWait from the
+	// first wait on (guardOver once it has); wokenFor is the guard this delivery was woken for.
+	guardWait <-chan time.Time
+	guardOver bool
+	wokenFor  string
+
 	mu      sync.Mutex // guards seq: steps may be reported from a verb's goroutines
 	seq     int
 	started time.Time
@@ -77,14 +88,23 @@ const (
 	attemptFailed
 )
 
-// recall reads what earlier deliveries left: the newest step event (its seq continues, so
-// event ids never collide) and the failed attempts so far. When either cannot be read the
-// command waits: nothing has been done yet.
-func (r *run) recall(ctx context.Context) (events.Disposition, bool) {
+// receive starts a delivery: what earlier deliveries left is recalled, an expired command
+// is answered, and the verb is looked up.
+func (r *run) receive(ctx context.Context) move {
+	if r.delivery.Number > 1 {
+		return r.recall(ctx, r.lookUp)
+	}
+	return r.lookUp(ctx)
+}
+
+// recall reads what earlier deliveries left, then goes on: the newest step event (its seq
+// continues, so event ids never collide) and the failed attempts so far. When either cannot
+// be read the command waits: nothing has been done yet.
+func (r *run) recall(ctx context.Context, next stage) move {
 	last, ok, err := r.p.cfg.History.LastStep(ctx, r.cmd.Ref())
 	if err != nil {
 		r.log.Warn("events stream: the command's steps cannot be read; waiting", "err", err)
-		return r.redeliver(r.waitDelay()), false
+		return r.redeliver(r.waitDelay())
 	}
 	if ok {
 		r.last, r.seq = last, last.Seq
@@ -92,28 +112,47 @@ func (r *run) recall(ctx context.Context) (events.Disposition, bool) {
 	failures, err := r.p.cfg.Store.Failures(ctx, r.key())
 	if err != nil {
 		r.log.Warn("store: failed attempts cannot be read; waiting", "err", err)
-		return r.redeliver(r.waitDelay()), false
+		return r.redeliver(r.waitDelay())
 	}
 	r.attempt = failures + 1
-	return events.Disposition{}, true
+	return next(ctx)
 }
 
-func (r *run) handle(ctx context.Context) events.Disposition {
+// lookUp finds the command's verb; an unknown verb is refused and dead-lettered.
+func (r *run) lookUp(ctx context.Context) move {
+	verb, ok := r.p.cfg.Registry.Lookup(r.cmd.Verb)
+	if !ok {
+		r.log.Warn("unknown verb")
+		m := r.answer(ctx, Outcome{Status: 400, Result: ResultRefused, Reason: ReasonInvalidCommand, Detail: "unknown verb"}, noJournal)
+		if m.disp.Action == events.Ack {
+			m.disp = events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
+		}
+		return m
+	}
+	r.verb = verb
 	r.started = r.p.cfg.Now()
 	if why := r.expiry(); why != "" {
-		if disp, done := r.expire(ctx, why); done {
-			return disp
-		}
+		return r.expire(ctx, why, r.admit)
 	}
+	return r.admit(ctx)
+}
+
+// admit runs the checks that come before anything is claimed: a control verb runs; a write
+// command's stored outcome is answered; the gate, validation and (while it awaits approval)
+// the approval are checked, and the command's object located.
+func (r *run) admit(ctx context.Context) move {
 	if r.verb.VerbAccess() == Control {
 		return r.control(ctx)
 	}
 	if r.delivery.Number > 1 && r.verb.VerbAccess() == Write {
 		// it may have finished meanwhile, or been cancelled while it waited
-		if disp, done := r.fromRecord(ctx); done {
-			return disp
-		}
+		return r.fromRecord(ctx, r.check)
 	}
+	return r.check(ctx)
+}
+
+// check is contract §4 steps 1 and 2, and the approval of a command already awaiting one.
+func (r *run) check(ctx context.Context) move {
 	if out, transient := r.gate(ctx); out != nil {
 		if transient {
 			return r.wait(ctx, "gate", events.StepRetrying, out.Detail, r.waitDelay())
@@ -130,28 +169,29 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 	}
 	if r.delivery.Number > 1 && r.needsApproval() {
 		// still awaiting approval: looked up before locating, so waiting costs no Proxmox read
-		if disp, waits := r.stillAwaiting(ctx); waits {
-			return disp
-		}
+		return r.stillAwaiting(ctx, r.locate)
 	}
+	return r.locate(ctx)
+}
+
+// locate resolves the command's object against Proxmox, then runs a read, a dry run, asks
+// for approval, or claims the command.
+func (r *run) locate(ctx context.Context) move {
 	if r.prep.locate != nil {
 		r.relocate = r.prep.locate
 		located, err := r.prep.locate(ctx, r.client)
 		if err != nil {
-			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) events.Disposition { return r.refuseLocated(ctx, out) })
+			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) move { return r.refuseLocated(ctx, out) })
 		}
 		r.prep = located
 	}
-	if r.verb.VerbAccess() == Read {
+	switch {
+	case r.verb.VerbAccess() == Read:
 		return r.read(ctx)
-	}
-	if r.cmd.DryRun {
+	case r.cmd.DryRun:
 		return r.dryRun(ctx)
-	}
-	if r.needsApproval() {
-		if disp, waits := r.awaitApproval(ctx); waits {
-			return disp
-		}
+	case r.needsApproval():
+		return r.awaitApproval(ctx, r.write)
 	}
 	return r.write(ctx)
 }
@@ -159,7 +199,7 @@ func (r *run) handle(ctx context.Context) events.Disposition {
 // settleBeforeWrite handles an error met before anything was written or journaled: a final one
 // is answered through answer, an unreachable dependency is waited for, anything else is a
 // failed attempt.
-func (r *run) settleBeforeWrite(ctx context.Context, stage string, err error, answer func(Outcome) events.Disposition) events.Disposition {
+func (r *run) settleBeforeWrite(ctx context.Context, stage string, err error, answer func(Outcome) move) move {
 	out, class := classify(err)
 	switch class {
 	case unavailable:
@@ -201,13 +241,12 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 
 // refuse answers a gate refusal. A write command cancelled before its delivery is answered
 // from its record instead, so it has one outcome.
-func (r *run) refuse(ctx context.Context, out Outcome) events.Disposition {
+func (r *run) refuse(ctx context.Context, out Outcome) move {
+	answer := func(ctx context.Context) move { return r.answer(ctx, out, noJournal) }
 	if r.verb.VerbAccess() == Write {
-		if disp, done := r.fromRecord(ctx); done {
-			return disp
-		}
+		return r.fromRecord(ctx, answer)
 	}
-	return r.answer(ctx, out, noJournal)
+	return answer(ctx)
 }
 
 // refuseLocated answers a refusal met while locating the command's object (a guest not
@@ -215,7 +254,7 @@ func (r *run) refuse(ctx context.Context, out Outcome) events.Disposition {
 // it may have been sent (its guest deleted by its own write, say, before a crash) it ends 502
 // proxmox_write_unconfirmed; when none was (its marks say so), the refusal stands. Either way
 // its write-ahead entry, from its record or found in NetBox, is finalized with the answer.
-func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition {
+func (r *run) refuseLocated(ctx context.Context, out Outcome) move {
 	if r.verb.VerbAccess() != Write || r.cmd.DryRun {
 		return r.answer(ctx, out, noJournal)
 	}
@@ -241,14 +280,15 @@ func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition
 		return r.wait(ctx, "claim", events.StepWaiting, "another delivery of this command is running", r.p.cfg.BusyDelay)
 	}
 	ctx = context.WithoutCancel(ctx)
-	progress := claim.Progress
 	if !claim.ProgressKnown {
-		found, disp, ok := r.recoverProgress(ctx, claim.Lease, claim.Marked)
-		if !ok {
-			return disp
-		}
-		progress = found
+		return r.recoverProgress(ctx, claim.Lease, claim.Marked, func(p store.Progress) move { return r.answerGone(ctx, claim, p, out) })
 	}
+	return r.answerGone(ctx, claim, claim.Progress, out)
+}
+
+// answerGone answers a resumed command, with progress, whose object cannot be located (out
+// says why): see refuseLocated.
+func (r *run) answerGone(ctx context.Context, claim store.Claim, progress store.Progress, out Outcome) move {
 	answer := out // nothing was sent (no mark): the object is gone now, as the refusal says
 	if gone, ok := r.goneAnswer(claim.Resource, progress); ok {
 		answer = gone
@@ -262,7 +302,7 @@ func (r *run) refuseLocated(ctx context.Context, out Outcome) events.Disposition
 	if progress.JournalID != 0 {
 		journal = r.finalize(ctx, progress, answer, "")
 	}
-	return r.complete(ctx, claim.Lease, answer, journal)
+	return r.complete(ctx, claim.Lease, answer, journal).because(EventAnswered)
 }
 
 // goneAnswer is the verb's own answer for a started command, with progress, whose object is
@@ -274,32 +314,31 @@ func (r *run) goneAnswer(resource string, progress store.Progress) (Outcome, boo
 	return r.prep.gone(resource, progress.Sent)
 }
 
-// fromRecord answers a command whose outcome is already stored, from its record, and reports
-// true; it reports false when the command has no stored outcome. An unreachable store is
-// waited for.
-func (r *run) fromRecord(ctx context.Context) (events.Disposition, bool) {
+// fromRecord answers a command whose outcome is already stored, from its record; a command
+// without one goes on with next. An unreachable store is waited for.
+func (r *run) fromRecord(ctx context.Context, next stage) move {
 	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
 	switch {
 	case err != nil:
-		return r.storeDown(ctx, err), true
+		return r.storeDown(ctx, err)
 	case state == store.Finished:
-		return r.replay(ctx, raw), true
+		return r.replay(ctx, raw)
 	}
-	return events.Disposition{}, false
+	return next(ctx)
 }
 
 // read runs a read verb: no idempotency, no journal.
-func (r *run) read(ctx context.Context) events.Disposition {
+func (r *run) read(ctx context.Context) move {
 	out, err := r.prep.dispatch(ctx, r.exec(nil, store.Progress{}))
 	if err != nil {
-		return r.settleBeforeWrite(ctx, "dispatch", err, func(out Outcome) events.Disposition { return r.answer(ctx, out, noJournal) })
+		return r.settleBeforeWrite(ctx, "dispatch", err, func(out Outcome) move { return r.answer(ctx, out, noJournal) })
 	}
 	return r.answer(ctx, out, noJournal)
 }
 
 // refuseInvalid is contract §4 step 2 for a write verb: one terminal warning entry on the
 // endpoint, no Proxmox call, and the outcome stored so a redelivery does not journal twice.
-func (r *run) refuseInvalid(ctx context.Context, out Outcome) events.Disposition {
+func (r *run) refuseInvalid(ctx context.Context, out Outcome) move {
 	return r.refuseJournaled(ctx, out, func(context.Context) (string, int64, error) {
 		return netbox.ObjectTypeEndpoint, r.cmd.EndpointID, nil
 	})
@@ -308,7 +347,7 @@ func (r *run) refuseInvalid(ctx context.Context, out Outcome) events.Disposition
 // refuseJournaled answers a write command that is refused before anything was dispatched (an
 // invalid body, a rejected approval) with one terminal warning entry on the object target
 // names, no Proxmox call, and the outcome stored so a redelivery does not journal twice.
-func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(context.Context) (string, int64, error)) events.Disposition {
+func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(context.Context) (string, int64, error)) move {
 	claim, err := r.p.cfg.Store.Claim(ctx, store.ClaimRequest{Command: r.key(), Owner: r.owner()})
 	if err != nil {
 		return r.storeDown(ctx, err)
@@ -345,42 +384,52 @@ func (r *run) refuseJournaled(ctx context.Context, out Outcome, target func(cont
 	} else {
 		journal = r.finalize(ctx, entry, out, comments)
 	}
-	return r.complete(ctx, claim.Lease, out, journal)
+	return r.complete(ctx, claim.Lease, out, journal).because(EventAnswered)
 }
 
-// write is contract §4 steps 3–7 for a valid write command.
-func (r *run) write(ctx context.Context) events.Disposition {
+// write is contract §4 steps 3–7 for a valid write command: it claims the command and its
+// guards, then runs it.
+func (r *run) write(ctx context.Context) move {
 	req := store.ClaimRequest{Command: r.key(), Fingerprint: r.prep.fingerprint, Owner: r.owner(), Guards: r.guards(),
 		Verb: r.cmd.Verb, Resource: r.prep.resource}
 	if r.cmd.IdempotencyKey != "" {
 		req.Idem = &store.IdemScope{EndpointID: r.cmd.EndpointID, Verb: r.cmd.Verb, Resource: r.prep.resource, Key: r.cmd.IdempotencyKey}
 	}
-	claim, disp, ok := r.claim(ctx, req)
-	if !ok {
-		return disp
-	}
+	return r.claim(ctx, req, r.claimed)
+}
+
+// claimed goes on with a command this delivery has claimed: it is run from its write-ahead
+// entry on, completed even while the process drains.
+func (r *run) claimed(ctx context.Context, claim store.Claim) move {
 	if ctx.Err() != nil { // draining, and nothing has started: let another replica take it
 		r.release(context.WithoutCancel(ctx), claim.Lease)
 		return r.redeliver(0)
 	}
+	run := func(context.Context) move {
+		// From the write-ahead entry on, the command is completed even while the process drains.
+		ctx := context.WithoutCancel(ctx)
+		r.cleanups = append(r.cleanups, r.keepLease(ctx, claim.Lease), r.running(ctx, claim))
+		return r.execute(ctx, claim)
+	}
 	if r.waited && claim.State == store.Claimed {
 		// another command held the guest meanwhile: what this one acts on is read again
-		if disp, ok := r.locateAgain(ctx, claim.Lease); !ok {
-			return disp
-		}
+		return r.locateAgain(ctx, claim.Lease, run)
 	}
-	// From the write-ahead entry on, the command is completed even while the process drains.
-	ctx = context.WithoutCancel(ctx)
-	stop := r.keepLease(ctx, claim.Lease)
-	defer stop()
-	defer r.running(ctx, claim)()
-	return r.execute(ctx, claim)
+	return run(ctx)
+}
+
+// cleanUp runs the delivery's cleanups, last first.
+func (r *run) cleanUp() {
+	for i := len(r.cleanups) - 1; i >= 0; i-- {
+		r.cleanups[i]()
+	}
+	r.cleanups = nil
 }
 
 // unclaimed answers a claim that did not give this delivery the command: a finished command
 // is answered from its record, a reused Idempotency-Key refused, and a command running
 // elsewhere (this one, or the owner of its Idempotency-Key) waited for.
-func (r *run) unclaimed(ctx context.Context, claim store.Claim) events.Disposition {
+func (r *run) unclaimed(ctx context.Context, claim store.Claim) move {
 	switch claim.State {
 	case store.Done:
 		return r.replay(ctx, claim.Result)
@@ -402,15 +451,16 @@ func (r *run) unclaimed(ctx context.Context, claim store.Claim) events.Dispositi
 // execute runs a claimed command from its write-ahead journal entry to its result. On the way
 // each Proxmox write is marked in the store right before it leaves ([Exec.Write]), so the happy
 // path costs the store Claim, one mark per write and Complete.
-func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition {
-	lease, progress := claim.Lease, claim.Progress
+func (r *run) execute(ctx context.Context, claim store.Claim) move {
 	if claim.State == store.Resumed && !claim.ProgressKnown {
-		found, disp, ok := r.recoverProgress(ctx, lease, claim.Marked)
-		if !ok {
-			return disp
-		}
-		progress = found
+		return r.recoverProgress(ctx, claim.Lease, claim.Marked, func(p store.Progress) move { return r.journalAhead(ctx, claim, p) })
 	}
+	return r.journalAhead(ctx, claim, claim.Progress)
+}
+
+// journalAhead writes the command's write-ahead entry, unless it has one, then dispatches it.
+func (r *run) journalAhead(ctx context.Context, claim store.Claim, progress store.Progress) move {
+	lease := claim.Lease
 	if progress.JournalID == 0 {
 		objectType, objectID, err := r.journalTarget(ctx)
 		var ref netbox.JournalRef
@@ -441,7 +491,23 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 	}
 	r.wrote = progress.Dispatched
 	x := r.exec(&lease, progress)
+	if x.PriorDispatch() {
+		return move{on: EventResumedAfterWrite, to: StateConfirming}.then(func(ctx context.Context) move {
+			return r.confirm(ctx, lease, x, "an earlier attempt of this command may have sent its write")
+		})
+	}
 	out, err := r.dispatch(ctx, x)
+	if errors.Is(err, proxmox.ErrAnswerLost) && x.Dispatched() {
+		return move{on: EventAnswerLost, to: StateConfirming}.then(func(ctx context.Context) move {
+			return r.confirm(ctx, lease, x, "the answer to the write was lost")
+		})
+	}
+	return r.conclude(ctx, lease, x, out, err)
+}
+
+// conclude ends a dispatch or a confirm: its outcome (a cancellation's included) is journaled
+// and stored; an error that is not the command's outcome interrupts it.
+func (r *run) conclude(ctx context.Context, lease store.Lease, x *Exec, out Outcome, err error) move {
 	if cancelled, ok := r.cancelledOutcome(out, err); ok {
 		out, err = cancelled, nil
 	}
@@ -456,22 +522,10 @@ func (r *run) execute(ctx context.Context, claim store.Claim) events.Disposition
 	return r.complete(ctx, lease, out, journal)
 }
 
-// dispatch is the write protocol (contract §4 step 5): a command that an earlier attempt may
-// have sent is confirmed by reading and never sent again; so is a write whose answer was lost.
+// dispatch runs the verb (contract §4 step 5) and follows a guest that moved before any write.
 // A panic in the verb is an error here, so the protocol still knows whether a write left.
 func (r *run) dispatch(ctx context.Context, x *Exec) (out Outcome, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			if _, crash := v.(crashSignal); crash {
-				panic(v)
-			}
-			r.log.Error("verb panicked", "panic", fmt.Sprint(v))
-			out, err = Outcome{}, fmt.Errorf("%w: %v", errInternal, v)
-		}
-	}()
-	if x.PriorDispatch() {
-		return r.confirm(ctx, x, "an earlier attempt of this command may have sent its write")
-	}
+	defer r.recoverVerb(&out, &err)
 	out, err = r.prep.dispatch(ctx, x)
 	if errors.Is(err, proxmox.ErrVMNotFound) && !x.Dispatched() && r.relocate != nil {
 		// located before the claim, the guest may have moved since: act where it is now
@@ -481,23 +535,38 @@ func (r *run) dispatch(ctx context.Context, x *Exec) (out Outcome, err error) {
 			out, err = r.prep.dispatch(ctx, x)
 		}
 	}
-	if errors.Is(err, proxmox.ErrAnswerLost) && x.Dispatched() {
-		return r.confirm(ctx, x, "the answer to the write was lost")
-	}
 	return out, err
 }
 
-// confirm asks the verb to tell by reading whether the interrupted write took effect; a verb
-// whose write cannot be confirmed answers 502 proxmox_write_unconfirmed. The write is never sent
-// a second time.
-func (r *run) confirm(ctx context.Context, x *Exec, why string) (Outcome, error) {
+// recoverVerb turns a verb's panic into an internal error (a test's crash signal goes on).
+func (r *run) recoverVerb(out *Outcome, err *error) {
+	if v := recover(); v != nil {
+		if _, crash := v.(crashSignal); crash {
+			panic(v)
+		}
+		r.log.Error("verb panicked", "panic", fmt.Sprint(v))
+		*out, *err = Outcome{}, fmt.Errorf("%w: %v", errInternal, v)
+	}
+}
+
+// confirm is the confirming state (contract §4 step 5): the verb tells by reading whether the
+// write that may have left took effect; a verb whose write cannot be confirmed answers 502
+// proxmox_write_unconfirmed. The write is never sent a second time.
+func (r *run) confirm(ctx context.Context, lease store.Lease, x *Exec, why string) move {
 	x.prior = true
+	out, err := r.confirmed(ctx, x, why)
+	return r.conclude(ctx, lease, x, out, err)
+}
+
+// confirmed runs the verb's confirm.
+func (r *run) confirmed(ctx context.Context, x *Exec, why string) (out Outcome, err error) {
+	defer r.recoverVerb(&out, &err)
 	if r.prep.confirm == nil {
 		x.Step(ctx, "confirm", events.StepError, "", why+"; it cannot be confirmed by reading and is not sent twice")
 		return unconfirmedWrite(), nil
 	}
 	x.Step(ctx, "confirm", events.StepStarted, "", why+"; confirming by reading")
-	out, err := r.prep.confirm(ctx, x)
+	out, err = r.prep.confirm(ctx, x)
 	if err != nil {
 		x.Step(ctx, "confirm", events.StepError, "", "")
 		return out, err
@@ -510,7 +579,7 @@ func (r *run) confirm(ctx context.Context, x *Exec, why string) (Outcome, error)
 // command is suspended with its journal entry and waits (an unreachable dependency) or counts a
 // failed attempt. A write may have been sent: it is suspended as dispatched and comes back to
 // be confirmed by reading; it is never failed for it.
-func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err error, class failure) events.Disposition {
+func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err error, class failure) move {
 	tries := 1
 	if errors.Is(err, errNotSent) {
 		// the write's mark failed, but may have been applied: the record must say it was not
@@ -527,12 +596,13 @@ func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err e
 			r.log.Warn("store: suspend failed; the lease expires instead", "err", serr)
 			break
 		}
-		time.Sleep(publishPause << min(i, 3))
+		r.p.sleep(publishPause << min(i, 3))
 	}
 	switch {
 	case x.Dispatched():
 		r.log.Warn("dispatch interrupted after a write may have been sent; it will be confirmed by reading", "err", r.scrub(err.Error()))
-		return r.wait(ctx, "dispatch", events.StepRetrying, "interrupted after the write may have been sent; it will be confirmed by reading, never sent twice", r.waitDelay())
+		return r.wait(ctx, "dispatch", events.StepRetrying, "interrupted after the write may have been sent; it will be confirmed by reading, never sent twice", r.waitDelay()).
+			becomes(StateConfirming, EventInterrupted)
 	case class == unavailable:
 		r.log.Info("dispatch: dependency unavailable before any write; waiting", "err", r.scrub(err.Error()))
 		return r.wait(ctx, "dispatch", events.StepRetrying, waitDetail(err, "Proxmox is unavailable; nothing was written"), r.waitDelay())
@@ -550,7 +620,7 @@ const suspendTries = 8
 // the previous owner marked its dispatches (marked) and left no mark, in which case none was;
 // not found → nothing was written or dispatched, the command runs as new. NetBox unreachable →
 // the claim is yielded (still unknown for the next owner) and the command waits.
-func (r *run) recoverProgress(ctx context.Context, lease store.Lease, marked bool) (store.Progress, events.Disposition, bool) {
+func (r *run) recoverProgress(ctx context.Context, lease store.Lease, marked bool, next func(store.Progress) move) move {
 	objectType, objectID, err := r.journalTarget(ctx)
 	var ref netbox.JournalRef
 	if err == nil {
@@ -559,23 +629,23 @@ func (r *run) recoverProgress(ctx context.Context, lease store.Lease, marked boo
 	switch {
 	case err == nil && marked:
 		r.log.Info("resumed: found the write-ahead entry of the previous owner, which sent no write", "journal_entry_url", ref.URL)
-		return store.Progress{JournalID: ref.ID, JournalURL: ref.URL}, events.Disposition{}, true
+		return next(store.Progress{JournalID: ref.ID, JournalURL: ref.URL})
 	case err == nil:
 		r.log.Info("resumed: found the write-ahead entry of the previous owner; the write may have been sent", "journal_entry_url", ref.URL)
-		return store.Progress{JournalID: ref.ID, JournalURL: ref.URL, Dispatched: true}, events.Disposition{}, true
+		return next(store.Progress{JournalID: ref.ID, JournalURL: ref.URL, Dispatched: true})
 	case errors.Is(err, netbox.ErrNotFound):
 		r.log.Info("resumed: the previous owner wrote no journal entry; running as new")
-		return store.Progress{}, events.Disposition{}, true
+		return next(store.Progress{})
 	}
 	r.log.Warn("journal: the previous owner's entry cannot be searched; waiting for NetBox", "err", err)
 	if yerr := r.p.cfg.Store.Yield(ctx, lease); yerr != nil && !errors.Is(yerr, store.ErrLeaseLost) {
 		r.log.Warn("store: yield failed", "err", yerr)
 	}
-	return store.Progress{}, r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable; the interrupted attempt's journal entry cannot be searched"), r.waitDelay()), false
+	return r.wait(ctx, "journal", events.StepRetrying, waitDetail(err, "NetBox is unavailable; the interrupted attempt's journal entry cannot be searched"), r.waitDelay())
 }
 
 // refuseReused answers 422 idempotency_key_reused without journaling or writing.
-func (r *run) refuseReused(ctx context.Context) events.Disposition {
+func (r *run) refuseReused(ctx context.Context) move {
 	out := Outcome{Status: 422, Result: ResultRefused, Reason: ReasonIdempotencyKeyReused, Detail: "the Idempotency-Key was used with a different request"}
 	raw, res, err := r.record(out, noJournal)
 	if err == nil {
@@ -589,7 +659,7 @@ func (r *run) refuseReused(ctx context.Context) events.Disposition {
 // complete stores the outcome under the command's identity (and key), then publishes the
 // result first-hand. A store failure leaves the message unacked: the redelivery resumes the
 // command, which confirms by reading.
-func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, journal journalState) events.Disposition {
+func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, journal journalState) move {
 	raw, res, err := r.record(out, journal)
 	if err != nil {
 		return r.failed(ctx, "encode", err)
@@ -604,18 +674,18 @@ func (r *run) complete(ctx context.Context, lease store.Lease, out Outcome, jour
 		attrs = append(attrs, "journal_finalized", *res.JournalFinalized)
 	}
 	r.log.Info("command finished", attrs...)
-	return r.publishResult(ctx, res)
+	return r.publishResult(ctx, res).because(EventConcluded)
 }
 
 // storeDown is a command waiting for an unreachable store: nothing was done.
-func (r *run) storeDown(ctx context.Context, err error) events.Disposition {
+func (r *run) storeDown(ctx context.Context, err error) move {
 	r.log.Warn("store unreachable; waiting", "err", err)
 	return r.wait(ctx, "store", events.StepRetrying, "the store is unavailable", r.waitDelay())
 }
 
 // wait redelivers the command after delay without spending an attempt, and says so with a
 // `waiting` or `retrying` step (contract §3), unless the last step already said the same.
-func (r *run) wait(ctx context.Context, stage string, status events.StepStatus, detail string, delay time.Duration) events.Disposition {
+func (r *run) wait(ctx context.Context, stage string, status events.StepStatus, detail string, delay time.Duration) move {
 	r.note(ctx, stage, status, detail)
 	return r.redeliver(delay)
 }
@@ -635,15 +705,16 @@ func (r *run) note(ctx context.Context, stage string, status events.StepStatus, 
 // from its record, one that another delivery claimed (and may have written) waits to be
 // resumed, and only one that never claimed is answered 503 attempts_exhausted and
 // dead-lettered. Before MaxAttempts it is redelivered after a growing pause.
-func (r *run) failed(ctx context.Context, stage string, cause error) events.Disposition {
+func (r *run) failed(ctx context.Context, stage string, cause error) move {
 	if r.wrote {
 		r.log.Warn("failure after a write may have been sent; it will be confirmed by reading", "stage", stage, "err", r.scrub(cause.Error()))
-		return r.redeliver(r.waitDelay())
+		return r.redeliver(r.waitDelay()).becomes(StateConfirming, EventInterrupted)
 	}
-	n, exhausted, disp := r.countFailure(ctx, stage, cause)
-	if !exhausted {
-		return disp
-	}
+	return r.countFailure(ctx, stage, cause, func(n int) move { return r.exhausted(ctx, n, cause) })
+}
+
+// exhausted is failed once MaxAttempts attempts failed, n of them counted (see failed).
+func (r *run) exhausted(ctx context.Context, n int, cause error) move {
 	state, raw, err := r.p.cfg.Store.Record(ctx, r.key())
 	switch {
 	case err != nil:
@@ -654,45 +725,46 @@ func (r *run) failed(ctx context.Context, stage string, cause error) events.Disp
 		r.log.Warn("attempts exhausted, but the command is claimed and may have written: it is resumed, not failed")
 		return r.redeliver(r.waitDelay())
 	}
-	out := r.exhaustedOutcome(n, cause)
-	if d := r.answer(ctx, out, noJournal); d.Action != events.Ack {
-		return d
+	return deadLettered(r.answer(ctx, r.exhaustedOutcome(n, cause), noJournal))
+}
+
+// deadLettered is m, the answer of exhausted attempts, dead-lettered once its result is
+// published.
+func deadLettered(m move) move {
+	m = m.because(EventExhausted)
+	if m.to.Final() && m.disp.Action == events.Ack {
+		m.disp = events.Disposition{Action: events.DeadLetter, Reason: ReasonAttemptsExhausted}
 	}
-	return events.Disposition{Action: events.DeadLetter, Reason: ReasonAttemptsExhausted}
+	return m
 }
 
 // failedClaimed is failed for a claimed command that wrote its journal entry but no Proxmox
 // write: the exhausted outcome finalizes the entry and is stored before it is dead-lettered.
-func (r *run) failedClaimed(ctx context.Context, lease store.Lease, progress store.Progress, stage string, cause error) events.Disposition {
-	n, exhausted, disp := r.countFailure(ctx, stage, cause)
-	if !exhausted {
-		return disp
-	}
-	out := r.exhaustedOutcome(n, cause)
-	journal := journalState{}
-	if progress.JournalID != 0 {
-		journal = r.finalize(ctx, progress, out, "")
-	}
-	if d := r.complete(ctx, lease, out, journal); d.Action != events.Ack {
-		return d
-	}
-	return events.Disposition{Action: events.DeadLetter, Reason: ReasonAttemptsExhausted}
+func (r *run) failedClaimed(ctx context.Context, lease store.Lease, progress store.Progress, stage string, cause error) move {
+	return r.countFailure(ctx, stage, cause, func(n int) move {
+		out := r.exhaustedOutcome(n, cause)
+		journal := journalState{}
+		if progress.JournalID != 0 {
+			journal = r.finalize(ctx, progress, out, "")
+		}
+		return deadLettered(r.complete(ctx, lease, out, journal))
+	})
 }
 
-// countFailure records one failed attempt; it reports the count and whether the attempts are
-// exhausted, and otherwise the redelivery that starts the next attempt.
-func (r *run) countFailure(ctx context.Context, stage string, cause error) (int, bool, events.Disposition) {
+// countFailure records one failed attempt and redelivers the command for the next one after a
+// growing pause; once the attempts are exhausted it goes on with exhausted and the count.
+func (r *run) countFailure(ctx context.Context, stage string, cause error, exhausted func(n int) move) move {
 	n, err := r.p.cfg.Store.RecordFailure(ctx, r.key())
 	if err != nil {
 		r.log.Warn("store: failed attempt not counted; waiting", "err", err)
-		return 0, false, r.redeliver(r.waitDelay())
+		return r.redeliver(r.waitDelay())
 	}
 	r.log.Warn("attempt failed", "stage", stage, "attempt", n, "max_attempts", r.p.cfg.MaxAttempts, "err", r.scrub(cause.Error()))
 	if n >= r.p.cfg.MaxAttempts {
-		return n, true, events.Disposition{}
+		return exhausted(n)
 	}
 	r.step(ctx, stage, events.StepRetrying, "", fmt.Sprintf("attempt %d of %d failed; the next one follows", n, r.p.cfg.MaxAttempts))
-	return n, false, r.redeliver(r.backoff(n))
+	return r.redeliver(r.backoff(n)).because(EventAttemptFailed)
 }
 
 func (r *run) exhaustedOutcome(n int, cause error) Outcome {
@@ -700,8 +772,9 @@ func (r *run) exhaustedOutcome(n int, cause error) Outcome {
 		Detail: fmt.Sprintf("%d attempts failed before any Proxmox write; nothing was written; the last failure: %s", n, r.scrub(cause.Error()))}
 }
 
-func (r *run) redeliver(delay time.Duration) events.Disposition {
-	return events.Disposition{Action: events.Redeliver, Delay: delay}
+// redeliver is a wait without a step: the message comes back after delay.
+func (r *run) redeliver(delay time.Duration) move {
+	return move{on: EventWaits, to: StateWaiting, disp: events.Disposition{Action: events.Redeliver, Delay: delay}}
 }
 
 // waitDelay is the pause of a command waiting for an unreachable dependency: it grows with the
@@ -735,13 +808,11 @@ func (r *run) keepLease(ctx context.Context, lease store.Lease) (stop func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		t := time.NewTicker(r.p.cfg.Store.Options().LeaseTTL / 3)
-		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-r.p.cfg.After(r.p.cfg.Store.Options().LeaseTTL / 3):
 			}
 			err := r.p.cfg.Store.Renew(ctx, lease)
 			switch {

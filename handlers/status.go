@@ -10,44 +10,6 @@ import (
 	"github.com/proxbus/proxbus/store"
 )
 
-// State is where a command is in its life (contract §4): one of the constants below. The end
-// states (done, expired, cancelled, rejected, failed) never change.
-type State string
-
-// The states of a command.
-const (
-	// StateReceived: a delivery has seen it; it has not waited, asked for approval or started.
-	StateReceived State = "received"
-	// StateWaiting: it waits, spending no attempt: for its guest or node, a slot of its
-	// endpoint, an Idempotency-Key twin, or a dependency that is down before any write.
-	StateWaiting State = "waiting"
-	// StateAwaitingApproval: its endpoint lists its verb; no second person has decided yet.
-	StateAwaitingApproval State = "awaiting_approval"
-	// StateRunning: a replica holds it and works on it; no write may have left yet.
-	StateRunning State = "running"
-	// StateConfirming: a write may have left: whoever holds it confirms the effect by reading.
-	StateConfirming State = "confirming"
-	// StateDone: answered with a 2xx result.
-	StateDone State = "done"
-	// StateExpired: answered 410 command_expired; nothing was done.
-	StateExpired State = "expired"
-	// StateCancelled: answered 410 command_cancelled.
-	StateCancelled State = "cancelled"
-	// StateRejected: a second person rejected it (403 approval_rejected); nothing was done.
-	StateRejected State = "rejected"
-	// StateFailed: answered with any other status of 400 or more.
-	StateFailed State = "failed"
-)
-
-// Final reports whether s is an end state.
-func (s State) Final() bool {
-	switch s {
-	case StateDone, StateExpired, StateCancelled, StateRejected, StateFailed:
-		return true
-	}
-	return false
-}
-
 // stateOfResult is the end state a result puts a command in.
 func stateOfResult(res events.Result) State {
 	switch {
@@ -78,6 +40,9 @@ type CommandStatus struct {
 	Sent []string `json:"sent,omitempty"`
 	// Approval is the command's approval, when its endpoint needs one.
 	Approval *store.Approval `json:"approval,omitempty"`
+	// History is the phases its record went through, oldest first (the newest 16), each
+	// written by the store step that made the move.
+	History []store.PhaseVisit `json:"history,omitempty"`
 	// Steps are its step events, in order; Result its first-hand result, once answered.
 	Steps  []events.Step  `json:"steps"`
 	Result *events.Result `json:"result,omitempty"`
@@ -91,7 +56,7 @@ type CommandStatus struct {
 // newest step that waits is waiting; any step at all is received. It reports false when
 // nothing is known of the command.
 func StatusOf(now time.Time, rec store.Inspection, approval *store.Approval, steps []events.Step, result *events.Result) (CommandStatus, bool) {
-	st := CommandStatus{Approval: approval, Steps: steps, Result: result}
+	st := CommandStatus{Approval: approval, Steps: steps, Result: result, History: rec.History}
 	if st.Steps == nil {
 		st.Steps = []events.Step{}
 	}
@@ -117,7 +82,7 @@ func StatusOf(now time.Time, rec store.Inspection, approval *store.Approval, ste
 		if len(rec.Progress.Sent) > 0 {
 			st.Why = "sent to Proxmox: " + strings.Join(rec.Progress.Sent, ", ")
 		}
-	case rec.State == store.Running && rec.Progress.Dispatched:
+	case rec.State == store.Running && (rec.Progress.Dispatched || rec.Phase == string(StateConfirming)):
 		st.State, st.Sent = StateConfirming, rec.Progress.Sent
 		st.Why = "a write may have left and its owner stopped; the next delivery confirms it by reading, never sends it again"
 	case rec.State == store.Running:

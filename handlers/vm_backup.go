@@ -150,17 +150,11 @@ func backupMadeBy(ctx context.Context, x *Exec, in BackupInput, upid string) (Ou
 	case err != nil:
 		return Outcome{}, err
 	case archive == "":
-		out := unconfirmedWrite()
-		out.UPID = upid
-		out.Detail = fmt.Sprintf("the vzdump task %s ended OK but its log names no archive of guest %d "+
-			"(vzdump skips a guest that is no longer on node %s); it is not sent twice", upid, g.VMID, g.Node)
-		return out, nil
+		return Outcome{}, x.Unconfirmed(upid, fmt.Sprintf("the vzdump task %s ended OK but its log names no archive of guest %d "+
+			"(vzdump skips a guest that is no longer on node %s); it is not sent twice", upid, g.VMID, g.Node))
 	case !found:
-		out := unconfirmedWrite()
-		out.UPID = upid
-		out.Detail = fmt.Sprintf("the vzdump task %s ended OK and wrote %s, but storage %s does not list it; it is not sent twice",
-			upid, archive, in.Storage)
-		return out, nil
+		return Outcome{}, x.Unconfirmed(upid, fmt.Sprintf("the vzdump task %s ended OK and wrote %s, but storage %s does not list it; it is not sent twice",
+			upid, archive, in.Storage))
 	}
 	return backupCreated(in, upid, vol), nil
 }
@@ -187,10 +181,8 @@ func confirmBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error
 	case err != nil:
 		return Outcome{}, err
 	case !found:
-		out := unconfirmedWrite()
-		out.Detail = fmt.Sprintf("the vzdump may have been sent; no vzdump task of guest %d on %s started since %s; it is not sent twice",
-			g.VMID, g.Node, since.UTC().Format(time.RFC3339))
-		return out, nil
+		return Outcome{}, x.Unconfirmed("", fmt.Sprintf("the vzdump may have been sent; no vzdump task of guest %d on %s started since %s; it is not sent twice",
+			g.VMID, g.Node, since.UTC().Format(time.RFC3339)))
 	}
 	if task.Running {
 		x.Step(ctx, "confirm", events.StepRunning, task.UPID, "waiting for the guest's vzdump task to end")

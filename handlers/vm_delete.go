@@ -148,10 +148,8 @@ func dispatchDelete(ctx context.Context, x *Exec, in DeleteInput) (Outcome, erro
 			return Outcome{}, err
 		}
 		if !stopped {
-			out := unconfirmedWrite()
-			out.Detail = "an interrupted attempt sent the stop before the delete, but " + guestLabel(g) + " is still " + g.Status +
-				"; neither is sent again: check it in Proxmox"
-			return out, nil
+			return Outcome{}, x.Unconfirmed("", "an interrupted attempt sent the stop before the delete, but "+guestLabel(g)+" is still "+g.Status+
+				"; neither is sent again: check it in Proxmox")
 		}
 		running = false
 	}
@@ -260,7 +258,7 @@ func confirmDelete(ctx context.Context, x *Exec, in DeleteInput) (Outcome, error
 	case err != nil:
 		return Outcome{}, err
 	case !gone:
-		return unconfirmedWrite(), nil
+		return Outcome{}, x.Unconfirmed("", "")
 	}
 	return Outcome{Status: 200, Result: ResultOK, Output: deleteOutput{VMID: vmid, Node: in.guest.Node, UPIDs: []string{}}}, nil
 }

@@ -2,10 +2,7 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,250 +156,25 @@ func guestWord(g proxmox.Guest) string {
 	return "VM"
 }
 
-// lockedMessage is PVE's refusal of a guest with a config lock ("VM is locked (backup)").
-var lockedMessage = regexp.MustCompile(`(?i)\bis locked \(([^)]*)\)`)
-
-// refusals collects the reasons a migration cannot run and the data fields they concern.
-type refusals struct {
-	reasons []string
-	fields  []string
-}
-
-func (r *refusals) add(field, format string, args ...any) {
-	r.reasons = append(r.reasons, fmt.Sprintf(format, args...))
-	if field != "" && !slices.Contains(r.fields, field) {
-		r.fields = append(r.fields, field)
-	}
-}
-
-// outcome is the 409 answer naming every reason, nil when there is none.
-func (r *refusals) outcome(g proxmox.Guest, target string) *Outcome {
-	if len(r.reasons) == 0 {
-		return nil
-	}
-	slices.Sort(r.fields)
-	return &Outcome{Status: 409, Result: ResultRefused, Reason: ReasonMigrationPreconditionFailed, Fields: r.fields,
-		Detail: fmt.Sprintf("%s %d (%s) cannot migrate from %s to %s: %s", guestWord(g), g.VMID, g.Name, g.Node, target,
-			strings.Join(r.reasons, "; "))}
-}
-
-// preflightMigration reads what the migration needs, before any write, and returns the
-// request to send, or the refusal (422 for a target node not in the cluster, else 409).
+// preflightMigration reads what the migration needs, before any write ([proxmox.Client.CheckMigration]),
+// and returns the request to send, or the refusal: 422 for a target node not in the cluster,
+// else 409 naming every reason.
 func preflightMigration(ctx context.Context, c *proxmox.Client, in MigrateInput) (proxmox.MigrateRequest, *Outcome, error) {
-	g, target := in.guest, in.TargetNode
-	req := proxmox.MigrateRequest{Target: target, TargetStorage: in.TargetStorage}
-	nodes, err := c.Nodes(ctx)
-	if err != nil {
-		return req, nil, err
-	}
-	i := slices.IndexFunc(nodes, func(n proxmox.Node) bool { return n.Node == target })
-	if i < 0 {
-		names := make([]string, len(nodes))
-		for j, n := range nodes {
-			names[j] = n.Node
-		}
-		out := invalidBody([]string{"target_node"}, "target_node: not a node of the endpoint's cluster (its nodes: "+strings.Join(names, ", ")+")")
-		return req, out, nil
-	}
-	var r refusals
-	if st := nodes[i].Status; st != "online" {
-		r.add("target_node", "node %s is %s", target, st)
-	}
-	var inv []proxmox.StorageStatus
-	if in.TargetStorage != "" || g.Type == proxmox.GuestLXC {
-		if inv, err = c.StorageInventory(ctx); err != nil {
-			return req, nil, err
-		}
-	}
-	if in.TargetStorage != "" {
-		checkTargetStorage(&r, inv, in, g.Type)
-	}
-	if g.Type == proxmox.GuestLXC {
-		running, err := containerPreflight(ctx, c, &r, inv, in)
-		if err != nil {
-			return req, nil, err
-		}
-		req.Restart = running
-		return req, r.outcome(g, target), nil
-	}
-	pre, err := c.MigrationPrecondition(ctx, g, target)
-	var apiErr *proxmox.APIError
-	if errors.As(err, &apiErr) && apiErr.Status == http.StatusInternalServerError {
-		if m := lockedMessage.FindStringSubmatch(apiErr.Message); m != nil {
-			r.add("", "the VM is locked (%s) by another operation; retry once it ends", m[1])
-			return req, r.outcome(g, target), nil
-		}
-	}
-	if err != nil {
-		return req, nil, err
-	}
-	req.Online = pre.Running && in.Online
-	local := vmPreflight(&r, pre, in)
-	req.WithLocalDisks = local && in.WithLocalDisks
-	return req, r.outcome(g, target), nil
-}
-
-// checkTargetStorage refuses a target_storage the target node cannot use for the guest's
-// volumes: not there (missing, disabled or outside its nodes), not active, or without the
-// content (images for VMs, rootdir for containers).
-func checkTargetStorage(r *refusals, inv []proxmox.StorageStatus, in MigrateInput, typ proxmox.GuestType) {
-	content := "images"
-	if typ == proxmox.GuestLXC {
-		content = "rootdir"
-	}
-	i := slices.IndexFunc(inv, func(s proxmox.StorageStatus) bool {
-		return s.Storage == in.TargetStorage && s.Node == in.TargetNode
-	})
+	g := in.guest
+	check, err := c.CheckMigration(ctx, g, proxmox.MigrationWish{Target: in.TargetNode, Online: in.Online,
+		WithLocalDisks: in.WithLocalDisks, TargetStorage: in.TargetStorage})
 	switch {
-	case i < 0:
-		r.add("target_storage", "target_storage %s is not available on node %s (missing, disabled or not in its nodes list)", in.TargetStorage, in.TargetNode)
-	case !inv[i].Active:
-		r.add("target_storage", "target_storage %s is not active on node %s", in.TargetStorage, in.TargetNode)
-	case !slices.Contains(inv[i].Content, content):
-		r.add("target_storage", "target_storage %s has no content %s", in.TargetStorage, content)
+	case err != nil:
+		return check.Request, nil, err
+	case check.Nodes != nil:
+		return check.Request, invalidBody([]string{"target_node"}, "target_node: not a node of the endpoint's cluster (its nodes: "+
+			strings.Join(check.Nodes, ", ")+")"), nil
+	case len(check.Reasons) == 0:
+		return check.Request, nil, nil
 	}
-}
-
-// vmPreflight adds the reasons PVE's precondition answer gives against the migration and
-// reports whether the VM has disks on local storage.
-func vmPreflight(r *refusals, pre proxmox.MigrationPrecondition, in MigrateInput) bool {
-	target := in.TargetNode
-	if pre.Running && !in.Online {
-		r.add("online", "the VM is running and online is false; PVE migrates a running VM only live: set online true or stop the VM first")
-	}
-	var disks, cdroms []string
-	localStorages := map[string]bool{}
-	for _, d := range pre.LocalDisks {
-		sid, _, _ := strings.Cut(d.VolID, ":")
-		localStorages[sid] = true
-		switch {
-		case d.CDROM && d.CloudInit:
-			// a Cloud-Init drive: PVE copies it along
-		case d.CDROM:
-			cdroms = append(cdroms, diskLabel(d))
-		default:
-			disks = append(disks, diskLabel(d))
-		}
-	}
-	if b, blocked := pre.NotAllowed[target]; blocked {
-		storages := b.UnavailableStorages
-		if in.TargetStorage != "" { // local volumes go to target_storage; shared ones must be there
-			storages = slices.DeleteFunc(slices.Clone(storages), func(s string) bool { return localStorages[s] })
-		}
-		if len(storages) > 0 {
-			r.add("target_node", "storage %s of the VM is not available on node %s", strings.Join(storages, ", "), target)
-		}
-		if len(b.UnavailableResources) > 0 {
-			r.add("target_node", "mapped device %s has no mapping on node %s", strings.Join(b.UnavailableResources, ", "), target)
-		}
-		if len(b.BlockingHA) > 0 {
-			r.add("target_node", "HA rules keep it off node %s: %s", target, strings.Join(b.BlockingHA, ", "))
-		}
-	}
-	if len(disks) > 0 && !in.WithLocalDisks {
-		r.add("with_local_disks", "local disks on storage that is not shared: %s; set with_local_disks true to copy them to %s",
-			strings.Join(disks, ", "), target)
-	}
-	if len(cdroms) > 0 {
-		r.add("", "a CD-ROM holds a local image (%s); eject it or use shared storage first", strings.Join(cdroms, ", "))
-	}
-	if res := pre.BlockingResources(); len(res) > 0 {
-		r.add("", "local resources tie it to node %s: %s (passthrough devices and serial/parallel ports cannot move; remove them first)",
-			in.guest.Node, strings.Join(res, ", "))
-	}
-	if pre.Running && in.Online {
-		var fixed []string
-		for _, key := range sortedKeys(pre.Mapped) {
-			if m := pre.Mapped[key]; !m.LiveMigration {
-				fixed = append(fixed, key+" ("+m.Name+")")
-			}
-		}
-		if len(fixed) > 0 {
-			r.add("", "mapped device %s cannot be migrated live; stop the VM first", strings.Join(fixed, ", "))
-		}
-	}
-	return len(disks) > 0
-}
-
-// diskLabel names a local disk: "scsi0 local-lvm:vm-100-disk-0 (32.0 GiB)".
-func diskLabel(d proxmox.LocalDisk) string {
-	s := d.VolID
-	if d.Drive != "" {
-		s = d.Drive + " " + s
-	}
-	if d.SizeBytes > 0 {
-		s += " (" + humanSize(d.SizeBytes) + ")"
-	}
-	return s
-}
-
-// humanSize renders bytes as PVE does: "32.0 GiB".
-func humanSize(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
-	f, u := float64(n), 0
-	for f > 1023 && u < len(units)-1 {
-		f /= 1024
-		u++
-	}
-	return strconv.FormatFloat(f, 'f', 1, 64) + " " + units[u]
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// containerPreflight reads the container's volumes (GET …/lxc/{vmid}/config) and adds the
-// reasons against its migration: volumes on local storage without with_local_disks (PVE
-// copies them in every container migration), storages not available on the target. It
-// reports whether the container runs (as Locate found it; it is then restart-migrated).
-func containerPreflight(ctx context.Context, c *proxmox.Client, r *refusals, inv []proxmox.StorageStatus, in MigrateInput) (bool, error) {
-	g, target := in.guest, in.TargetNode
-	cfg, err := c.VMConfig(ctx, g)
-	if err != nil {
-		return false, err
-	}
-	shared := func(storage string) bool {
-		i := slices.IndexFunc(inv, func(s proxmox.StorageStatus) bool { return s.Storage == storage && s.Node == g.Node })
-		return i >= 0 && inv[i].Shared
-	}
-	on := func(storage, node string) bool {
-		return slices.ContainsFunc(inv, func(s proxmox.StorageStatus) bool { return s.Storage == storage && s.Node == node })
-	}
-	var local, missing []string
-	vols := make([][3]string, 0, len(cfg.Disks)+len(cfg.Unused)) // device, storage, volume
-	for _, d := range cfg.Disks {
-		if d.Storage != "" {
-			vols = append(vols, [3]string{d.Device, d.Storage, d.Volume})
-		}
-	}
-	for _, u := range cfg.Unused {
-		vols = append(vols, [3]string{u.Device, u.Storage, u.Volume})
-	}
-	for _, v := range vols {
-		storage := v[1]
-		if !shared(storage) {
-			local = append(local, fmt.Sprintf("%s %s:%s", v[0], v[1], v[2]))
-			if in.TargetStorage != "" {
-				continue // checked as target_storage
-			}
-		}
-		if !on(storage, target) && !slices.Contains(missing, storage) {
-			missing = append(missing, storage)
-		}
-	}
-	if len(missing) > 0 {
-		r.add("target_node", "storage %s of the container is not available on node %s", strings.Join(missing, ", "), target)
-	}
-	if len(local) > 0 && !in.WithLocalDisks {
-		r.add("with_local_disks", "volumes on storage that is not shared: %s; set with_local_disks true to copy them to %s",
-			strings.Join(local, ", "), target)
-	}
-	return g.Status == proxmox.StatusRunning, nil
+	return check.Request, &Outcome{Status: 409, Result: ResultRefused, Reason: ReasonMigrationPreconditionFailed, Fields: check.Fields,
+		Detail: fmt.Sprintf("%s %d (%s) cannot migrate from %s to %s: %s", guestWord(g), g.VMID, g.Name, g.Node, in.TargetNode,
+			strings.Join(check.Reasons, "; "))}, nil
 }
 
 // confirmMigrate tells, by reading, whether a migration whose answer was lost (or whose
@@ -445,11 +217,8 @@ func confirmMigrate(ctx context.Context, x *Exec, in MigrateInput) (Outcome, err
 	case err != nil:
 		return Outcome{}, err
 	case !found:
-		out := unconfirmedWrite()
-		out.UPID = upid
-		out.Detail = fmt.Sprintf("the migrate may have been sent; %s %d is still on node %s, not on %s, and no migration task of it runs; it is not sent twice",
-			guestWord(now), now.VMID, now.Node, in.TargetNode)
-		return out, nil
+		return Outcome{}, x.Unconfirmed(upid, fmt.Sprintf("the migrate may have been sent; %s %d is still on node %s, not on %s, and no migration task of it runs; it is not sent twice",
+			guestWord(now), now.VMID, now.Node, in.TargetNode))
 	}
 	output := migrateOutput(now, now.Node, upid)
 	if in.guest.Node != now.Node {

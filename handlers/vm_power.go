@@ -3,7 +3,6 @@ package handlers
 import (
 	"context"
 	"strconv"
-	"time"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
@@ -76,40 +75,11 @@ func confirmPower(settled func(string) bool) func(ctx context.Context, x *Exec, 
 		case err != nil:
 			return Outcome{}, err
 		case !inPlace:
-			return unconfirmedWrite(), nil
+			return Outcome{}, x.Unconfirmed("", "")
 		}
 		return Outcome{Status: 200, Result: ResultOK, Output: guestOutput(now, nil)}, nil
 	}
 }
-
-// untilInPlace reads with check until it reports the effect in place, for up to the pipeline's
-// ConfirmFor: an interrupted write's task may still be running. It returns check's error at
-// once.
-func (x *Exec) untilInPlace(ctx context.Context, check func(ctx context.Context) (bool, error)) (bool, error) {
-	if x.plan != nil { // a dry run: what a planned write would have made never appears
-		return check(ctx)
-	}
-	pause := confirmPause
-	for deadline := time.Now().Add(x.r.p.cfg.ConfirmFor); ; {
-		done, err := check(ctx)
-		if err != nil || done {
-			return done, err
-		}
-		if time.Now().Add(pause).After(deadline) {
-			return false, nil
-		}
-		select {
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-time.After(pause):
-		}
-		pause = min(2*pause, 2*time.Second)
-	}
-}
-
-// confirmPause is the first pause between the reads that look for an interrupted write's
-// effect; it doubles up to 2 s.
-const confirmPause = 250 * time.Millisecond
 
 func statusIs(want string) func(string) bool { return func(s string) bool { return s == want } }
 

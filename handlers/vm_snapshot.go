@@ -154,7 +154,7 @@ func confirmSnapshot(success Outcome, present func(exists bool) bool) func(ctx c
 		case err != nil:
 			return Outcome{}, err
 		case !inPlace:
-			return unconfirmedWrite(), nil
+			return Outcome{}, x.Unconfirmed("", "")
 		}
 		success.Output = snapshotOutput(in, nil)
 		return success, nil

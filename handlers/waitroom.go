@@ -121,87 +121,98 @@ func (p *Pipeline) WatchGuards(ctx context.Context) {
 	})
 }
 
-// claim takes the command and its guards (contract §4 step 3). A guard held elsewhere is
-// waited for: in the process while there is room in the wait room and GuardWait has not passed
-// (waiting is not failing: it spends no attempt), else by a redelivery after a pause that
-// doubles with the deliveries up to MaxWait. It returns a Claimed or Resumed claim, or the
-// disposition that ends this delivery.
-func (r *run) claim(ctx context.Context, req store.ClaimRequest) (store.Claim, events.Disposition, bool) {
-	var woken string    // the guard this delivery was woken for
-	var until time.Time // when waiting in the process ends, from the first wait on
-	for {
-		claim, err := r.p.cfg.Store.Claim(ctx, req)
-		taken := err == nil && (claim.State == store.Claimed || claim.State == store.Resumed)
-		if woken != "" && !taken && claim.BusyKey != woken {
-			r.p.waits.wake(woken) // it did not take the guard it was woken for: the next may
-		}
-		switch {
-		case err != nil:
-			return claim, r.storeDown(ctx, err), false
-		case taken:
-			r.reach(crashStored, "claim")
-			return claim, events.Disposition{}, true
-		case claim.State != store.GuardBusy:
-			return claim, r.unclaimed(ctx, claim), false
-		}
-		if until.IsZero() {
-			until = time.Now().Add(r.p.cfg.GuardWait)
-		}
-		var disp events.Disposition
-		var again bool
-		if woken, disp, again = r.awaitGuard(ctx, claim, until); !again {
-			return claim, disp, false
-		}
-		r.waited = true
+// claim takes the command and its guards (contract §4 step 3) and goes on with claimed. A
+// guard held elsewhere is waited for: in the process while there is room in the wait room and
+// GuardWait has not passed (waiting is not failing: it spends no attempt), else by a
+// redelivery after a pause that doubles with the deliveries up to MaxWait.
+func (r *run) claim(ctx context.Context, req store.ClaimRequest, claimed func(context.Context, store.Claim) move) move {
+	claim, err := r.p.cfg.Store.Claim(ctx, req)
+	taken := err == nil && (claim.State == store.Claimed || claim.State == store.Resumed)
+	if r.wokenFor != "" && !taken && claim.BusyKey != r.wokenFor {
+		r.p.waits.wake(r.wokenFor) // it did not take the guard it was woken for: the next may
 	}
+	r.wokenFor = ""
+	switch {
+	case err != nil:
+		return r.storeDown(ctx, err)
+	case taken:
+		r.reach(crashStored, "claim")
+		return move{on: EventClaimed, to: StateRunning}.then(func(ctx context.Context) move { return claimed(ctx, claim) })
+	case claim.State != store.GuardBusy:
+		return r.unclaimed(ctx, claim)
+	}
+	if r.guardWait == nil {
+		r.guardWait = r.p.cfg.After(r.p.cfg.GuardWait)
+	}
+	return r.awaitGuard(ctx, claim, func(ctx context.Context) move { return r.claim(ctx, req, claimed) })
 }
 
-// awaitGuard waits in the process, until the busy guard claim names is given back or until
-// passes, and reports the guard's name when it was woken and true to claim again. Without room
-// in the wait room, or once until has passed, it answers a redelivery after a pause that
-// doubles with the deliveries; a process that starts to drain stops waiting and lets another
-// replica take the command. A command that expires while it waits is answered 410 when it
-// expires; one past its expiry that waits has started, and is finished.
-func (r *run) awaitGuard(ctx context.Context, claim store.Claim, until time.Time) (string, events.Disposition, bool) {
+// awaitGuard waits in the process until the busy guard claim names is given back or
+// GuardWait passes, then claims again (again). Without room in the wait room, or once
+// GuardWait has passed, it answers a redelivery after a pause that doubles with the
+// deliveries; a process that starts to drain stops waiting and lets another replica take the
+// command. A command that expires while it waits is answered 410 when it expires; one past its
+// expiry that waits has started, and is finished.
+func (r *run) awaitGuard(ctx context.Context, claim store.Claim, again stage) move {
 	detail := r.busyGuard(claim)
 	slot := claim.BusyGuard == store.GuardSlot
 	limit := r.p.cfg.GuestWaiters
 	if slot {
 		limit = r.maxParallel()
 	}
-	left := time.Until(until)
 	var wt *waiter
-	ok := left > 0
+	ok := !r.guardWaitOver()
 	if ok {
 		wt, ok = r.p.waits.enter(claim.BusyKey, r.p.cfg.Store.WatchName(r.key()), slot, limit)
 	}
 	if !ok {
-		return "", r.wait(ctx, "claim", events.StepWaiting, detail, r.waitDelay()), false
+		return r.wait(ctx, "claim", events.StepWaiting, detail, r.waitDelay())
 	}
-	defer r.p.waits.leave(wt)
-	r.note(ctx, "claim", events.StepWaiting, detail)
-	if d := r.deadline(); !d.IsZero() && d.After(r.p.cfg.Now()) {
-		left = min(left, d.Sub(r.p.cfg.Now())+time.Millisecond) // wake up to expire
-	}
-	t := time.NewTimer(left)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return "", r.redeliver(0), false
-	case <-t.C:
-	case <-wt.woken:
-	}
-	woken := ""
-	if by := r.p.waits.wokenBy(wt); by == claim.BusyKey {
-		woken = by
-	}
-	if why := r.expiry(); why != "" {
-		if disp, done := r.expire(ctx, why); done {
-			if woken != "" {
-				r.p.waits.wake(woken)
+	return move{on: EventWaits, to: StateWaiting}.then(func(ctx context.Context) move {
+		defer r.p.waits.leave(wt)
+		r.note(ctx, "claim", events.StepWaiting, detail)
+		var expires <-chan time.Time
+		if d := r.deadline(); !d.IsZero() && d.After(r.p.cfg.Now()) {
+			expires = r.p.cfg.After(d.Sub(r.p.cfg.Now()) + time.Millisecond) // wake up to expire
+		}
+		select {
+		case <-ctx.Done():
+			return r.redeliver(0)
+		case <-r.guardWait:
+			r.guardOver = true
+		case <-expires:
+		case <-wt.woken:
+		}
+		woken := ""
+		if by := r.p.waits.wokenBy(wt); by == claim.BusyKey {
+			woken = by
+		}
+		r.waited = true
+		return move{on: EventWoken, to: StateReceived}.then(func(ctx context.Context) move {
+			resume := func(ctx context.Context) move {
+				r.wokenFor = woken
+				return again(ctx)
 			}
-			return "", disp, false
+			if why := r.expiry(); why != "" {
+				m := r.expire(ctx, why, resume)
+				if m.next == nil && woken != "" {
+					r.p.waits.wake(woken)
+				}
+				return m
+			}
+			return resume(ctx)
+		})
+	})
+}
+
+// guardWaitOver reports whether this delivery's GuardWait in the wait room has passed.
+func (r *run) guardWaitOver() bool {
+	if !r.guardOver {
+		select {
+		case <-r.guardWait:
+			r.guardOver = true
+		default:
 		}
 	}
-	return woken, events.Disposition{}, true
+	return r.guardOver
 }

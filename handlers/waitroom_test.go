@@ -47,6 +47,7 @@ func newWaitRoomEnv(t *testing.T, maxParallel, guestWaiters int) *waitRoomEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
+	followTable(t, p)
 	l.p = p
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -345,6 +346,7 @@ func TestWaitRoomExpiresOnTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	followTable(t, p)
 	e.p = p
 	e.hold(t, "holder", 100, 0)
 	cmd := guestCommand("expires", 100)

@@ -43,7 +43,7 @@ func (s *Store) Suspend(ctx context.Context, l Lease, p Progress) error {
 	keys, idx := s.leaseKeys(l)
 	return owned("suspend")(s.write(ctx, s.scripts.suspend, keys,
 		l.Owner, l.Token, strconv.FormatInt(p.JournalID, 10), p.JournalURL, dispatched,
-		idx[0], idx[1], idx[2], "0", strings.Join(p.Sent, ",")).Int64())
+		idx[0], idx[1], idx[2], "0", strings.Join(p.Sent, ","), s.nowMillis()).Int64())
 }
 
 // Dispatching marks, on l's running record, that the Proxmox write named step is about to
@@ -65,7 +65,7 @@ func (s *Store) Dispatching(ctx context.Context, l Lease, p Progress, step strin
 func (s *Store) Yield(ctx context.Context, l Lease) error {
 	keys, idx := s.leaseKeys(l)
 	return owned("yield")(s.write(ctx, s.scripts.suspend, keys,
-		l.Owner, l.Token, "", "", "", idx[0], idx[1], idx[2], "1", "").Int64())
+		l.Owner, l.Token, "", "", "", idx[0], idx[1], idx[2], "1", "", s.nowMillis()).Int64())
 }
 
 // Renew extends, in one atomic step, l's lease to now+LeaseTTL, the identity record's TTL to
@@ -95,7 +95,7 @@ func (s *Store) Complete(ctx context.Context, l Lease, result []byte) error {
 	keys, idx := s.leaseKeys(l)
 	return owned("complete")(s.write(ctx, s.scripts.complete, keys,
 		l.Owner, l.Token, result, millis(s.opts.DedupeTTL), millis(s.opts.Window),
-		l.Command.Hash(), idx[0], idx[1], idx[2]).Int64())
+		l.Command.Hash(), idx[0], idx[1], idx[2], s.nowMillis()).Int64())
 }
 
 // CompleteReplay records the replayed result for a command that got IdemReplay (no lease was
@@ -170,7 +170,7 @@ func (s *Store) Record(ctx context.Context, c CommandKey) (RecordState, []byte, 
 // that a delivery of c waiting for a guard answers it at once.
 func (s *Store) FinishUnstarted(ctx context.Context, c CommandKey, result []byte) (RecordState, []byte, error) {
 	vals, err := s.write(ctx, s.scripts.finishUnstarted, []string{s.cmdKey(c)},
-		result, millis(s.opts.DedupeTTL), c.Source, c.ID).StringSlice()
+		result, millis(s.opts.DedupeTTL), c.Source, c.ID, s.nowMillis()).StringSlice()
 	if err != nil {
 		return Absent, nil, fmt.Errorf("store: finish unstarted: %w", err)
 	}
@@ -215,17 +215,43 @@ type Inspection struct {
 	Verb string
 	// Cancel is, for Running, the cancel request recorded on it (nil when none).
 	Cancel *CancelRequest
+	// Phase is where the record's last move left the command: "running", "confirming" (a write
+	// may have left), "waiting" (given back before any write) or "ended"; "" for a record
+	// written before phases were kept.
+	Phase string
+	// History is the record's newest phases, oldest first (at most 16).
+	History []PhaseVisit
+}
+
+// PhaseVisit is one entry of a record's history: a phase and when the record entered it.
+type PhaseVisit struct {
+	Phase string    `json:"phase"`
+	At    time.Time `json:"at"`
+}
+
+// parseHistory reads a record's history field ("phase@ms phase@ms ").
+func parseHistory(h string) []PhaseVisit {
+	var out []PhaseVisit
+	for _, e := range strings.Fields(h) {
+		phase, ms, ok := strings.Cut(e, "@")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		out = append(out, PhaseVisit{Phase: phase, At: time.UnixMilli(n).UTC()})
+	}
+	return out
 }
 
 // Inspect reads command c's identity record for display (proxbus status); it changes nothing.
 func (s *Store) Inspect(ctx context.Context, c CommandKey) (Inspection, error) {
 	vals, err := s.rdb.HMGet(ctx, s.cmdKey(c), "state", "owner", "lease", "journal_id", "journal_url", "dispatched",
-		"dispatched_at", "sent", "suspended", "result", "verb", "cancel_by", "cancel_reason").Result()
+		"dispatched_at", "sent", "suspended", "result", "verb", "cancel_by", "cancel_reason", "phase", "history").Result()
 	if err != nil {
 		return Inspection{}, fmt.Errorf("store: inspect: %w", err)
 	}
 	str := func(i int) string { v, _ := vals[i].(string); return v }
-	var in Inspection
+	in := Inspection{Phase: str(13), History: parseHistory(str(14))}
 	switch str(0) {
 	case "done":
 		in.State, in.Result = Finished, []byte(str(9))

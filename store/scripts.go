@@ -48,6 +48,26 @@ local function opt(i)
 end
 `
 
+// enterLua is the part of the scripts that move a command's record to another phase (claim,
+// suspend, complete, finish-unstarted, complete-replay): enter(key, phase, now_ms) sets the
+// record's phase and appends "phase@now_ms" to its history, which keeps the newest
+// historyLength entries.
+const enterLua = `
+local function enter(key, phase, now)
+  local h = redis.call('HGET', key, 'history') or ''
+  h = h .. phase .. '@' .. now .. ' '
+  local _, n = string.gsub(h, ' ', ' ')
+  while n > 16 do
+    h = string.sub(h, string.find(h, ' ', 1, true) + 1)
+    n = n - 1
+  end
+  redis.call('HSET', key, 'phase', phase, 'history', h)
+end
+`
+
+// historyLength is how many phases a record's history keeps (enterLua).
+const historyLength = 16
+
 // releaseGuardsLua is the part of completeLua, releaseLua and suspendLua that gives the
 // command's guards back: the resource lease while owner and token still hold it (unless
 // keep_lock is set), and the owner's endpoint slot. Each guard it gives back is announced on
@@ -78,7 +98,7 @@ end
 // marks is '1' when the previous owner marked every dispatch before sending it (so a record
 // without the mark never sent a write). Every refusal returns before the first write: a
 // refused claim changes nothing.
-const claimLua = optLua + `
+const claimLua = optLua + enterLua + `
 local now = tonumber(ARGV[1])
 local lease_ms = tonumber(ARGV[2])
 local owner, fp, chash, src, id = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8]
@@ -183,6 +203,9 @@ if slots then
   redis.call('ZADD', slots, deadline, owner)
   redis.call('PEXPIRE', slots, ARGV[13])
 end
+local phase = 'running'
+if resumed and c[6] == '1' then phase = 'confirming' end
+enter(KEYS[1], phase, ARGV[1])
 local state = 'claimed'
 if resumed then state = 'resumed' end
 local known = c[8] or ''
@@ -225,10 +248,10 @@ return 1
 
 // suspendLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
 // ARGV[6..8] name. ARGV: owner, token, journal_id, journal_url, dispatched, idem_i, lock_i,
-// slots_i, yield, sent (the marked writes, comma-separated; replaces the record's). Gives the guards back (only while this owner and token hold them), then
+// slots_i, yield, sent (the marked writes, comma-separated; replaces the record's), now_ms. Gives the guards back (only while this owner and token hold them), then
 // writes the progress exactly, marks the record suspended and ends the lease now; with yield
 // = '1' it only ends the lease (no progress, not marked suspended). Returns 1, or 0 when the lease is lost.
-const suspendLua = optLua + `
+const suspendLua = optLua + enterLua + `
 local owner, token = ARGV[1], ARGV[2]
 local lock, slots = opt(ARGV[7]), opt(ARGV[8])
 ` + releaseGuardsLua + `
@@ -241,7 +264,13 @@ if c[1] ~= 'running' or c[2] ~= owner or c[3] ~= token then
 end
 if ARGV[9] == '1' then
   redis.call('HSET', KEYS[1], 'lease', '0')
+  enter(KEYS[1], 'waiting', ARGV[11])
   return 1
+end
+if ARGV[5] == '1' then
+  enter(KEYS[1], 'confirming', ARGV[11])
+else
+  enter(KEYS[1], 'waiting', ARGV[11])
 end
 redis.call('HSET', KEYS[1], 'journal_id', ARGV[3], 'journal_url', ARGV[4], 'dispatched', ARGV[5],
   'suspended', '1', 'lease', '0')
@@ -302,10 +331,10 @@ return answer
 
 // completeLua: KEYS[1] identity, then the optional idem, lock and slots keys at the indices
 // ARGV[7..9] name. ARGV: owner, token, result, dedupe_ms, window_ms, cmd_hash, idem_i, lock_i,
-// slots_i. Returns 1, or 0 when the lease is lost. A repeated Complete by the same owner and
+// slots_i, now_ms. Returns 1, or 0 when the lease is lost. A repeated Complete by the same owner and
 // token (a retry after a lost answer) succeeds again. The guards are given back either way
 // (only while this owner and token hold them).
-const completeLua = optLua + `
+const completeLua = optLua + enterLua + `
 local owner, token = ARGV[1], ARGV[2]
 local idem, lock, slots = opt(ARGV[7]), opt(ARGV[8]), opt(ARGV[9])
 ` + releaseGuardsLua + `
@@ -313,6 +342,9 @@ release_guards()
 local c = redis.call('HMGET', KEYS[1], 'state', 'owner', 'token', 'fp', 'src', 'id')
 if (c[1] ~= 'running' and c[1] ~= 'done') or c[2] ~= owner or c[3] ~= token then
   return 0
+end
+if c[1] ~= 'done' then
+  enter(KEYS[1], 'ended', ARGV[10])
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[3], 'idem', idem or '')
 redis.call('HDEL', KEYS[1], 'lease', 'suspended')
@@ -331,7 +363,7 @@ return 1
 
 // completeReplayLua: KEYS[1] identity. ARGV: now_ms, result, dedupe_ms, source, id.
 // Returns 1 (written or already done), or 0 when a live claim holds the identity.
-const completeReplayLua = `
+const completeReplayLua = enterLua + `
 local c = redis.call('HMGET', KEYS[1], 'state', 'lease')
 if c[1] == 'done' then
   return 1
@@ -341,15 +373,16 @@ if c[1] == 'running' and (tonumber(c[2]) or 0) > tonumber(ARGV[1]) then
 end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[2], 'src', ARGV[4], 'id', ARGV[5])
+enter(KEYS[1], 'ended', ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `
 
-// finishUnstartedLua: KEYS[1] identity. ARGV: result, dedupe_ms, source, id. Stores result as
+// finishUnstartedLua: KEYS[1] identity. ARGV: result, dedupe_ms, source, id, now_ms. Stores result as
 // done only when the identity record is absent, and then announces it on the channel named like
 // the identity key. Returns {'stored', ”}, {'done', result} or
 // {'running', ”}: a record that is running, live or not, is left alone.
-const finishUnstartedLua = `
+const finishUnstartedLua = enterLua + `
 local c = redis.call('HMGET', KEYS[1], 'state', 'result')
 if c[1] == 'done' then
   return {'done', c[2] or ''}
@@ -358,6 +391,7 @@ if c[1] then
   return {'running', ''}
 end
 redis.call('HSET', KEYS[1], 'state', 'done', 'result', ARGV[1], 'src', ARGV[3], 'id', ARGV[4])
+enter(KEYS[1], 'ended', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PUBLISH', KEYS[1], '')
 return {'stored', ''}

@@ -80,6 +80,13 @@ func (c *statusCmd) Run(e *cliEnv) error {
 		}
 		fmt.Fprintf(&b, "  %s\n", terminalText(line, true))
 	}
+	if len(status.History) > 0 {
+		phases := make([]string, len(status.History))
+		for i, v := range status.History {
+			phases[i] = v.Phase + " " + v.At.UTC().Format("15:04:05.000")
+		}
+		fmt.Fprintf(&b, "  record: %s\n", strings.Join(phases, " → "))
+	}
 	if len(status.Steps) > 0 {
 		b.WriteString("history:\n")
 	}
