@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -255,4 +256,21 @@ func newCommandID() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return "pbc-" + hex.EncodeToString(b)
+}
+
+// CommandOf returns the command to send for a command assembled as the events package
+// describes it: its data sent as it is ([Raw]).
+func CommandOf(c events.Command) Command {
+	verb := c.Verb
+	if verb == "" {
+		verb = strings.TrimPrefix(c.Type, events.TypePrefix)
+	}
+	out := Command{
+		Input: Raw{Verb: verb, Data: c.Data}, ID: c.ID, Source: c.Source, Time: c.Time, Expires: c.Expires,
+		DryRun: c.DryRun, IdempotencyKey: c.IdempotencyKey, Actor: c.Actor, TraceParent: c.TraceParent, Subject: c.Subject,
+	}
+	if c.HasEndpointID {
+		out.EndpointID = c.EndpointID
+	}
+	return out
 }
