@@ -56,6 +56,15 @@ const (
 // Option configures a [Client] in [New].
 type Option func(*Client) error
 
+// withHook has every outgoing command changed by fn at stage: the options that seal secret
+// fields (stageTransform) and sign commands (stageSign) are made with it.
+func withHook(stage int, fn func(*events.Command) error) Option {
+	return func(c *Client) error {
+		c.hooks = append(c.hooks, hook{stage: stage, fn: fn})
+		return nil
+	}
+}
+
 // WithSubjectPrefix sets the subject prefix of proxbus's subjects and streams ("" and the
 // default: "proxbus"; contract §1).
 func WithSubjectPrefix(prefix string) Option {
