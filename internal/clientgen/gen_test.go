@@ -3,6 +3,7 @@ package clientgen_test
 import (
 	"bytes"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/proxbus/proxbus/internal/clientgen"
@@ -73,5 +74,52 @@ components:
 		if !bytes.Contains(src, []byte(want)) {
 			t.Errorf("generated code lacks %q:\n%s", want, src)
 		}
+	}
+}
+
+// TestSamplesCoverEveryPath: the samples of a schema with its own properties and a choice of
+// shapes hold the own properties in every sample and one branch's in each, so that together
+// they name every path.
+func TestSamplesCoverEveryPath(t *testing.T) {
+	t.Parallel()
+	doc, err := clientgen.Load([]byte(`
+components:
+  schemas:
+    D:
+      type: object
+      required: [name]
+      properties:
+        name: {type: string}
+        nics:
+          type: array
+          items:
+            type: object
+            properties: {index: {type: integer, minimum: 0}}
+      oneOf:
+        - {type: object, required: [cron], properties: {cron: {type: string}}}
+        - {type: object, required: [every], properties: {every: {type: string, enum: [1h, 6h]}}}
+  messages:
+    M:
+      x-proxbus-verb: schedule.add
+      traits: [{$ref: '#/components/messageTraits/BinaryCommand'}]
+      payload: {$ref: '#/components/schemas/D'}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbs, err := doc.Verbs()
+	if err != nil || len(verbs) != 1 {
+		t.Fatalf("verbs %v, %v", verbs, err)
+	}
+	if got, want := strings.Join(doc.Paths(verbs[0]), " "), "cron every name nics nics.index"; got != want {
+		t.Errorf("paths %q, want %q", got, want)
+	}
+	var got []string
+	for _, s := range doc.Samples(verbs[0]) {
+		got = append(got, string(s))
+	}
+	want := []string{`{"cron":"x","name":"x","nics":[{"index":0}]}`, `{"every":"1h","name":"x","nics":[{"index":0}]}`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("samples\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -49,10 +49,7 @@ func (d *Doc) sample(s *obj, k int) any {
 	if e := s.list("enum"); len(e) > 0 {
 		return e[0]
 	}
-	if branches := d.objectBranches(s); len(branches) > 0 {
-		return d.sampleObject(branches[min(k, len(branches)-1)], k)
-	}
-	if s.obj("properties") != nil {
+	if d.isObject(s) {
 		return d.sampleObject(s, k)
 	}
 	for _, key := range []string{"oneOf", "anyOf"} {
@@ -78,9 +75,15 @@ func (d *Doc) sample(s *obj, k int) any {
 	return map[string]any{}
 }
 
+// sampleObject is a value for the object schema s: its own properties, and those of its
+// choice's branch k (the last when there are fewer).
 func (d *Doc) sampleObject(s *obj, k int) map[string]any {
 	out := map[string]any{}
-	for _, p := range d.properties(s) {
+	props := d.propertiesOf(s, false)
+	if branches := d.objectBranches(s); len(branches) > 0 {
+		props = append(props, d.propertiesOf(branches[min(k, len(branches)-1)], false)...)
+	}
+	for _, p := range props {
 		out[p.name] = d.sample(p.schema, k)
 	}
 	return out

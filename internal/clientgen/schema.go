@@ -181,6 +181,12 @@ type property struct {
 // properties returns the properties of an object schema in document order, with those of its
 // object oneOf/anyOf/allOf branches merged (a property of a oneOf branch is never required).
 func (d *Doc) properties(s *obj) []property {
+	return d.propertiesOf(s, true)
+}
+
+// propertiesOf is [Doc.properties], with the oneOf/anyOf branches' properties only when
+// branches is set.
+func (d *Doc) propertiesOf(s *obj, branches bool) []property {
 	s = d.deref(s)
 	var out []property
 	seen := map[string]bool{}
@@ -204,8 +210,10 @@ func (d *Doc) properties(s *obj) []property {
 			add(bo.obj("properties"), bo.list("required"))
 		}
 	}
-	for _, b := range d.objectBranches(s) {
-		add(b.obj("properties"), nil)
+	if branches {
+		for _, b := range d.objectBranches(s) {
+			add(b.obj("properties"), nil)
+		}
 	}
 	return out
 }
