@@ -57,6 +57,9 @@ type CheckResult struct {
 	// Declared are the fields the verb declared while reading this data, sorted (a field read
 	// only in some cases, such as vm.provision's source kinds, is listed when it was read).
 	Declared []string
+	// DeclaredPaths are Declared and the fields the verb declared inside nested objects (and
+	// inside a list's objects) as parent.child paths, sorted.
+	DeclaredPaths []string
 	// NeedsEndpoint: the command must carry endpointid; the gate (contract §4 step 1) answers
 	// 403 endpoint_id_required without it. True for every verb but the control verbs.
 	NeedsEndpoint bool
@@ -120,6 +123,7 @@ func (r *Registry) Check(verb string, data json.RawMessage) (CheckResult, error)
 		res.Declared = append(res.Declared, name)
 	}
 	sort.Strings(res.Declared)
+	res.DeclaredPaths = f.declaredPaths()
 	for name := range f.raw {
 		if !f.declared[name] {
 			u := Undeclared{Name: name}

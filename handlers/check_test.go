@@ -8,6 +8,25 @@ import (
 	"testing"
 )
 
+// TestRegistryCheckNestedPaths: DeclaredPaths names the fields read inside nested objects and
+// a list's objects as parent.child.
+func TestRegistryCheckNestedPaths(t *testing.T) {
+	t.Parallel()
+	r := NewRegistry(Builtin()...)
+	got, err := r.Check("vm.provision", json.RawMessage(`{"source":{"image":{"url":"x","checksum":"x"}},"extra_networks":[{"index":1}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"source", "source.image", "source.image.checksum_algorithm", "source.template_vmid", "extra_networks.bridge", "new_vmid"} {
+		if !slices.Contains(got.DeclaredPaths, want) {
+			t.Errorf("DeclaredPaths %v lacks %s", got.DeclaredPaths, want)
+		}
+	}
+	if slices.Contains(got.Declared, "source.image") {
+		t.Errorf("Declared %v names a nested field", got.Declared)
+	}
+}
+
 // TestRegistryCheck pins Registry.Check: it names what the pipeline's validation finds
 // (failed declared fields, missing ones, undeclared names with the closest declared one),
 // and its verdict is the pipeline's own (prepare answers 422 exactly when Check is not valid).
@@ -19,7 +38,7 @@ func TestRegistryCheck(t *testing.T) {
 		want             CheckResult
 	}{
 		{"valid", "vm.stop", `{"vm":"web1","force":true}`,
-			CheckResult{Declared: []string{"force", "vm"}}},
+			CheckResult{Declared: []string{"force", "vm"}, DeclaredPaths: []string{"force", "vm"}}},
 		{"did you mean", "vm.stop", `{"vm":"web1","forse":true}`,
 			CheckResult{Declared: []string{"force", "vm"}, Undeclared: []Undeclared{{Name: "forse", Closest: "force"}}}},
 		{"transposition", "vm.reboot", `{"vm":100,"froce":true}`,
@@ -46,6 +65,9 @@ func TestRegistryCheck(t *testing.T) {
 			}
 			if tc.want.Declared == nil { // not pinned for these
 				got.Declared = nil
+			}
+			if tc.want.DeclaredPaths == nil {
+				got.DeclaredPaths = nil
 			}
 			tc.want.NeedsEndpoint = true
 			if !reflect.DeepEqual(got, tc.want) {

@@ -18,6 +18,8 @@ type Fields struct {
 	failed   map[string]bool
 	// nestedUndeclared is set when an object inside the data has undeclared fields.
 	nestedUndeclared bool
+	// nestedDeclared are the fields declared inside nested objects, as parent.child paths.
+	nestedDeclared map[string]bool
 }
 
 var errNotObject = errors.New("data is not a JSON object")
@@ -180,12 +182,31 @@ func (f *Fields) nested(name string, raw json.RawMessage, decode func(sub *Field
 		return
 	}
 	decode(sub)
+	if f.nestedDeclared == nil {
+		f.nestedDeclared = map[string]bool{}
+	}
+	for _, p := range sub.declaredPaths() {
+		f.nestedDeclared[name+"."+p] = true
+	}
 	if len(sub.failed) > 0 {
 		f.Fail(name)
 	}
 	if sub.undeclared() {
 		f.nestedUndeclared = true
 	}
+}
+
+// declaredPaths returns every declared field, nested ones as parent.child paths, sorted.
+func (f *Fields) declaredPaths() []string {
+	out := make([]string, 0, len(f.declared)+len(f.nestedDeclared))
+	for n := range f.declared {
+		out = append(out, n)
+	}
+	for p := range f.nestedDeclared {
+		out = append(out, p)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (f *Fields) undeclared() bool {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/client"
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/store"
@@ -57,17 +57,23 @@ func (c *decideCmd) Run(e *cliEnv) error {
 	case c.Actor == "":
 		return fmt.Errorf("%w: --actor is required: who %ss, recorded in the command's journal entry (it must not be the command's own actor)", errUsage, name)
 	}
-	client, err := e.connectNATS(&c.natsFlags, app.InboxApprover)
+	conn, err := e.connectNATS(&c.natsFlags, app.InboxApprover)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	ctx, js := client.ctx, client.js
-	data, _ := json.Marshal(handlers.DecisionInput{CommandID: id, CommandSource: c.Source, Reason: c.Reason})
-	cmd := events.Command{ID: newCLICommandID(), Source: defaultSource, Verb: verb, Time: time.Now().UTC(), Actor: c.Actor, Data: data}
-	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer conn.Close()
+	pc, err := client.New(conn.js, client.WithSubjectPrefix(c.SubjectPrefix), client.WithSource(defaultSource), client.WithIDs(newCLICommandID))
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(conn.ctx, c.Timeout)
 	defer cancel()
-	res, err := app.SendCommand(ctx, js, events.NewSubjects(c.SubjectPrefix), cmd, app.SendOptions{})
+	d := client.Decision{Source: c.Source, ID: id, Reason: c.Reason, Actor: c.Actor}
+	decide := pc.Approve
+	if verb == "command.reject" {
+		decide = pc.Reject
+	}
+	res, err := decide(ctx, d)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/client"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/app"
 )
@@ -109,19 +110,22 @@ func (c *sendCmd) run(e *cliEnv) int {
 		c.ID = newCLICommandID()
 	}
 	prefix := &c.SubjectPrefix
-	cmd := events.Command{ID: c.ID, Source: c.Source, Type: "proxbus." + verb, Verb: verb, Time: now, Expires: expiresAt,
-		EndpointID: c.Endpoint, HasEndpointID: c.Endpoint != 0, IdempotencyKey: c.IdempotencyKey, Actor: c.Actor, DryRun: c.DryRun, Data: body}
-	client, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
+	cmd := client.Command{Input: client.Raw{Verb: verb, Data: body}, ID: c.ID, Source: c.Source, Time: now, Expires: expiresAt,
+		EndpointID: c.Endpoint, IdempotencyKey: c.IdempotencyKey, Actor: c.Actor, DryRun: c.DryRun}
+	conn, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
 	}
-	defer client.Close()
-	js := client.js
-	sendCtx, cancel := context.WithTimeout(client.ctx, c.Timeout)
+	defer conn.Close()
+	pc, err := client.New(conn.js, client.WithSubjectPrefix(*prefix))
+	if err != nil {
+		fmt.Fprintln(stderr, "proxbus send:", err)
+		return 1
+	}
+	sendCtx, cancel := context.WithTimeout(conn.ctx, c.Timeout)
 	defer cancel()
-	subjects := events.NewSubjects(*prefix)
-	follow := subjects.Follow(cmd.Ref())
+	follow := pc.Subjects().Follow(events.Ref(cmd.Source, cmd.ID))
 	st := &sendState{}
 	var prog *progress
 	if format == outputText {
@@ -129,30 +133,32 @@ func (c *sendCmd) run(e *cliEnv) int {
 		defer prog.Close()
 	}
 	began := time.Now()
-	res, err := app.SendCommand(sendCtx, js, subjects, cmd, app.SendOptions{
-		NoWait: c.NoWait,
-		OnSent: func(s app.Sent) {
-			st.acked = true
-			if prog != nil {
-				for _, l := range sentLines(verb, cmd.ID, follow, s) {
-					prog.Println(l)
-				}
+	onSent := client.OnSent(func(s client.Sent) {
+		st.acked = true
+		if prog != nil {
+			for _, l := range sentLines(verb, cmd.ID, follow, s) {
+				prog.Println(l)
 			}
-		},
-		OnStep: func(s events.Step) {
+		}
+	})
+	var res client.Result
+	if c.NoWait {
+		_, err = pc.Publish(sendCtx, cmd, onSent)
+	} else {
+		res, err = pc.Send(sendCtx, cmd, onSent, client.OnStep(func(s client.Step) {
 			st.stepSeen, st.last = true, s
 			if prog != nil {
 				prog.Step(s)
 			}
-		},
-	})
+		}))
+	}
 	if prog != nil {
 		prog.Close()
 	}
 	if err != nil {
 		switch {
-		case client.violation() != nil:
-			fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+client.violation().Error()))
+		case conn.violation() != nil:
+			fmt.Fprintln(stderr, sanitizeLine("proxbus send: "+conn.violation().Error()))
 			if !st.acked {
 				fmt.Fprintln(stderr, "proxbus send: nothing was sent")
 			}
@@ -160,7 +166,7 @@ func (c *sendCmd) run(e *cliEnv) int {
 		case ctx.Err() != nil: // interrupted (SIGINT, SIGTERM)
 			printPending(stderr, cmd, *prefix, st, "interrupted")
 			return exitInterrupted
-		case st.acked && errors.Is(err, app.ErrNoResult) && sendCtx.Err() != nil:
+		case st.acked && errors.Is(err, client.ErrNoResult) && sendCtx.Err() != nil:
 			printPending(stderr, cmd, *prefix, st, fmt.Sprintf("no result within --timeout %s", c.Timeout))
 			return 1
 		}
@@ -207,7 +213,7 @@ type sendState struct {
 
 // sentLines are the text lines printed once JetStream acknowledged the publish: "sent …",
 // and what a duplicate means for what follows.
-func sentLines(verb, id, follow string, s app.Sent) []string {
+func sentLines(verb, id, follow string, s client.Sent) []string {
 	lines := []string{fmt.Sprintf("sent %s id=%s (follow: %s)", verb, id, follow)}
 	switch {
 	case s.Duplicate:
@@ -219,7 +225,7 @@ func sentLines(verb, id, follow string, s app.Sent) []string {
 // printPending says, once send stops following a command it published (why: interrupted, or
 // its --timeout), that the command is still queued or running, and how to cancel or follow
 // it. Before JetStream acknowledged the publish, it says the command may or may not be queued.
-func printPending(w io.Writer, cmd events.Command, prefix string, st *sendState, why string) {
+func printPending(w io.Writer, cmd client.Command, prefix string, st *sendState, why string) {
 	state := "is still queued: it runs when a replica takes it"
 	undo := "  cancel it:  proxbus cancel " + shellQuote(cmd.ID)
 	switch {
@@ -259,9 +265,9 @@ func explainSendError(err error, prefix, natsURL string) string {
 	if prefix != events.NewSubjects("").Prefix {
 		apply += " --subject-prefix " + shellQuote(prefix)
 	}
-	var tl *app.TooLargeError
+	var tl *client.TooLargeError
 	switch {
-	case errors.Is(err, app.ErrStreamsMissing):
+	case errors.Is(err, client.ErrStreamsMissing):
 		return fmt.Sprintf("%v on NATS at %s; nothing was sent. If that is the NATS your replicas use, create the streams with `%s` (`proxbus serve` also creates them when it starts); otherwise pass its URL with --nats-url", err, app.RedactURL(natsURL), apply)
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		return fmt.Sprintf("%v: no stream answered the publish, so nothing was stored. The streams may be missing (create them with `%s`; `proxbus serve` also creates them when it starts), or a JetStream leader election is still under way", err, apply)

@@ -80,7 +80,7 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 // (store.Options.DedupeTTL; 0: its default): no webhook older than that is accepted.
 func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration) error {
 	srv, err := ingress.New(ingress.Config{
-		JetStream: deps.JetStream, Conn: deps.NATS, Subjects: deps.Subjects,
+		JetStream: deps.JetStream, Subjects: deps.Subjects,
 		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
 		ResultTimeout: i.ResultTimeout, MaxAge: identityTTL, Logger: deps.Logger.With("component", "ingress"),
 	})

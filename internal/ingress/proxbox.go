@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/proxbus/proxbus/client"
 	"github.com/proxbus/proxbus/events"
 )
 
@@ -54,11 +56,11 @@ func (s *Server) handlePBS(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	cmd := events.Command{ID: newCommandID(), Source: s.cfg.FrontSource, Verb: PBSVerb}
+	cmd := client.Command{ID: newCommandID(), Source: s.cfg.FrontSource}
 	var bad []string
 	if values, present := r.URL.Query()["endpoint_id"]; present {
 		if n, ok := positiveInt(values[0]); ok && len(values) == 1 {
-			cmd.EndpointID, cmd.HasEndpointID = n, true
+			cmd.EndpointID = n
 		} else {
 			bad = append(bad, "endpoint_id")
 		}
@@ -85,31 +87,32 @@ func (s *Server) handlePBS(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_body", Detail: "the body must be a JSON object"})
 		return
 	}
-	cmd.Data = body
-	msg, err := events.EncodeBinary(s.cfg.Subjects, cmd)
-	if err != nil {
+	cmd.Input = client.Raw{Verb: PBSVerb, Data: body}
+	w.Header().Set(CommandIDHeader, cmd.ID)
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.ResultTimeout)
+	defer cancel()
+	res, err := s.client.Send(ctx, cmd)
+	switch {
+	case err == nil:
+	case errors.Is(err, events.ErrEncode):
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_body", Detail: err.Error()})
 		return
-	}
-	w.Header().Set(CommandIDHeader, cmd.ID)
-	res, err := s.publishAndAwait(r.Context(), msg, cmd.Ref())
-	switch {
-	case errors.Is(err, ErrResultTimeout):
-		ref := cmd.Ref()
+	case r.Context().Err() != nil: // the client went away
+		s.log.Info("proxbox front client gone", "command_id", cmd.ID, "error", err)
+		return
+	case errors.Is(err, client.ErrNoResult):
+		ref := events.Ref(cmd.Source, cmd.ID)
 		s.log.Warn("proxbox front timed out", "command_id", cmd.ID, "endpoint_id", cmd.EndpointID)
 		writeJSON(w, http.StatusGatewayTimeout, Pending{
 			Status: http.StatusGatewayTimeout, Result: "pending", Reason: "result_timeout",
 			Detail:    "the command is still running; follow its subject for the result",
-			CommandID: cmd.ID, CommandSource: cmd.Source, Verb: cmd.Verb,
+			CommandID: cmd.ID, CommandSource: cmd.Source, Verb: PBSVerb,
 			Subject: s.cfg.Subjects.Follow(ref), ResultSubject: s.cfg.Subjects.Result(ref),
 		})
 		return
-	case errors.Is(err, ErrPublish):
+	default:
 		s.log.Error("proxbox front could not publish", "command_id", cmd.ID, "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Reason: "nats_unavailable", Detail: "the command could not be published"})
-		return
-	case err != nil: // the client went away
-		s.log.Info("proxbox front client gone", "command_id", cmd.ID, "error", err)
 		return
 	}
 	status := res.Status

@@ -2,7 +2,6 @@ package ingress
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/client"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
 )
@@ -49,8 +49,8 @@ const (
 type Config struct {
 	// JetStream publishes the commands (required).
 	JetStream jetstream.JetStream
-	// Conn is the NATS connection the synchronous front subscribes to result subjects on
-	// (required when FrontAPIKey is set).
+	// Conn is not used: the fronts publish and follow commands through JetStream with
+	// [client.Client]. Deprecated: leave it unset.
 	Conn *nats.Conn
 	// Subjects names the subjects and streams (zero value: the default prefix).
 	Subjects events.Subjects
@@ -94,17 +94,16 @@ type Config struct {
 type Server struct {
 	cfg Config
 	log *slog.Logger
+	// client publishes the commands and follows the front's to their results.
+	client *client.Client
 }
 
 // New checks cfg and returns a server. It returns an error wrapping config.ErrInvalid, naming
-// the field, when JetStream is missing, when the front is enabled (FrontAPIKey set) without
-// Conn, when a source is not a URI-reference or when ResultTimeout is negative.
+// the field, when JetStream is missing, when a source is not a URI-reference or when
+// ResultTimeout is negative.
 func New(cfg Config) (*Server, error) {
 	if cfg.JetStream == nil {
 		return nil, fmt.Errorf("ingress: %w: JetStream is required", config.ErrInvalid)
-	}
-	if cfg.FrontAPIKey != "" && cfg.Conn == nil {
-		return nil, fmt.Errorf("ingress: %w: Conn is required for the proxbox-api front", config.ErrInvalid)
 	}
 	if cfg.ResultTimeout < 0 {
 		return nil, fmt.Errorf("ingress: %w: ResultTimeout %s is negative", config.ErrInvalid, cfg.ResultTimeout)
@@ -140,7 +139,12 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, log: log.With("component", "ingress")}, nil
+	// One publish, with JetStream's own retries: NetBox retries a webhook that got no answer.
+	pc, err := client.New(cfg.JetStream, client.WithSubjectPrefix(cfg.Subjects.Prefix), client.WithPublishRetry(false))
+	if err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
+	return &Server{cfg: cfg, log: log.With("component", "ingress"), client: pc}, nil
 }
 
 // Routes mounts the enabled fronts on mux: POST /webhooks/netbox when a webhook secret is
@@ -196,16 +200,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
-}
-
-// publish sends msg to the commands stream and reports whether JetStream saw it as a
-// duplicate of a message already stored (same Nats-Msg-Id within the duplicate window).
-func (s *Server) publish(ctx context.Context, msg *nats.Msg) (duplicate bool, err error) {
-	ack, err := s.cfg.JetStream.PublishMsg(ctx, msg)
-	if err != nil {
-		return false, fmt.Errorf("%w: %w", ErrPublish, err)
-	}
-	return ack.Duplicate, nil
 }
 
 // CommandVerbPrefix begins the verbs that act on other commands (command.approve,

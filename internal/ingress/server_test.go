@@ -22,7 +22,6 @@ func TestNewRefusesUnworkableConfig(t *testing.T) {
 		want string
 	}{
 		{"no JetStream", ingress.Config{}, "JetStream"},
-		{"front without Conn", ingress.Config{JetStream: n.JS, FrontAPIKey: "k"}, "Conn"},
 		{"negative result timeout", ingress.Config{JetStream: n.JS, ResultTimeout: -time.Second}, "ResultTimeout"},
 		{"source not a URI-reference", ingress.Config{JetStream: n.JS, Source: "not a uri"}, "source"},
 	}

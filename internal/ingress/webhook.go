@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/proxbus/proxbus/client"
 	"github.com/proxbus/proxbus/events"
 )
 
@@ -101,21 +102,20 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if !s.timely(w, r, at, "timestamp") {
 		return
 	}
-	cmd := events.Command{
-		ID: WebhookCommandID(m.Rule, m.Verb, wh), Source: s.cfg.Source, Verb: m.Verb, Time: at,
-		EndpointID: m.EndpointID, HasEndpointID: m.HasEndpointID,
-		Actor: m.Actor, IdempotencyKey: m.IdempotencyKey, Data: m.Data,
+	cmd := client.Command{
+		Input: client.Raw{Verb: m.Verb, Data: m.Data}, ID: WebhookCommandID(m.Rule, m.Verb, wh), Source: s.cfg.Source, Time: at,
+		EndpointID: m.EndpointID, Actor: m.Actor, IdempotencyKey: m.IdempotencyKey,
 	}
 	if object := firstNonEmpty(wh.ObjectType, wh.Model); object != "" && wh.ObjectID != "" {
 		cmd.Subject = object + "/" + wh.ObjectID
 	}
-	msg, err := events.EncodeBinary(s.cfg.Subjects, cmd)
-	if err != nil {
+	sent, err := s.client.Publish(r.Context(), cmd, client.AwaitStreams())
+	if errors.Is(err, events.ErrEncode) {
 		// The encoder's reasons are fixed phrases naming the attribute, never its value.
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_command", Rule: m.Rule, Detail: err.Error()})
 		return
 	}
-	s.publishAccepted(w, r, msg, cmd, m.Rule)
+	s.answerAccepted(w, cmd.ID, sent, err, m.Verb, m.EndpointID, m.Rule)
 }
 
 // acceptCloudEvent publishes a structured-mode CloudEvent body as it is, once the events
@@ -161,25 +161,22 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 			Detail: "a webhook's source must be " + s.cfg.Source + " or a path under it"})
 		return
 	}
-	msg := nats.NewMsg(subject)
-	msg.Header = h
-	msg.Header.Set(events.HeaderMsgID, cmd.ID)
-	msg.Data = body
-	s.publishAccepted(w, r, msg, cmd, "")
+	sent, err := s.client.Forward(r.Context(), cmd, body)
+	s.answerAccepted(w, cmd.ID, sent, err, cmd.Verb, cmd.EndpointID, "")
 }
 
-func (s *Server) publishAccepted(w http.ResponseWriter, r *http.Request, msg *nats.Msg, cmd events.Command, rule string) {
-	dup, err := s.publish(r.Context(), msg)
+// answerAccepted answers a webhook whose command id was published (202, with where to follow
+// it), or could not be (503: NetBox may retry).
+func (s *Server) answerAccepted(w http.ResponseWriter, id string, sent client.Sent, err error, verb string, endpointID int64, rule string) {
 	if err != nil {
-		s.log.Error("webhook command not published", "command_id", cmd.ID, "verb", cmd.Verb, "error", err)
+		s.log.Error("webhook command not published", "command_id", id, "verb", verb, "error", err)
 		writeJSON(w, http.StatusServiceUnavailable, errorBody{Reason: "nats_unavailable", Detail: "the command could not be stored; NetBox may retry the webhook"})
 		return
 	}
-	ref := cmd.Ref()
-	s.log.Info("webhook accepted", "command_id", cmd.ID, "verb", cmd.Verb, "rule", rule, "endpoint_id", cmd.EndpointID, "duplicate", dup)
+	s.log.Info("webhook accepted", "command_id", sent.ID, "verb", verb, "rule", rule, "endpoint_id", endpointID, "duplicate", sent.Duplicate)
 	writeJSON(w, http.StatusAccepted, Accepted{
-		CommandID: cmd.ID, CommandSource: cmd.Source, Verb: cmd.Verb, Rule: rule,
-		Subject: s.cfg.Subjects.Follow(ref), ResultSubject: s.cfg.Subjects.Result(ref), Duplicate: dup,
+		CommandID: sent.ID, CommandSource: sent.Source, Verb: verb, Rule: rule,
+		Subject: s.cfg.Subjects.Follow(sent.Ref), ResultSubject: s.cfg.Subjects.Result(sent.Ref), Duplicate: sent.Duplicate,
 	})
 }
 
