@@ -3,7 +3,9 @@ package endpointset
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -89,11 +91,22 @@ func (f secretsFile) secret(id int64, getenv func(string) string) (value string,
 	if v := strings.TrimSpace(getenv(name)); v != "" {
 		return v, ""
 	}
+	// The texts put no ":" or "=" after a word naming a secret: redact.Text would take what
+	// follows for a value.
 	switch {
 	case f.path == "":
-		return "", fmt.Sprintf("no token secret: set %s in the environment, or in the secrets file (--endpoint-secrets-file)", name)
+		return "", fmt.Sprintf("its token secret is missing; set %s in the environment, or in a secrets file (--endpoint-secrets-file)", name)
 	case f.err != nil:
-		return "", fmt.Sprintf("no token secret: %s is not in the environment and the secrets file cannot be read (%v)", name, f.err)
+		return "", fmt.Sprintf("its token secret is missing; %s is not in the environment and the secrets file %s cannot be read (%s)", name, f.path, cause(f.err))
 	}
-	return "", fmt.Sprintf("no token secret: set %s in %s", name, f.path)
+	return "", fmt.Sprintf("its token secret is missing; set %s in %s", name, f.path)
+}
+
+// cause is what went wrong reading a file, without the path (named by the caller).
+func cause(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/netbox"
@@ -271,6 +272,8 @@ func (s *Set) build(ep netbox.ProxmoxEndpoint, secrets secretsFile, prev *entry)
 		e.problem = fmt.Sprintf("port %d is not a TCP port; fix it in NetBox", ep.Port)
 	case cfg.TokenID == "":
 		e.problem = "username or token_name is empty; set the API token's user (USER@REALM) and name in NetBox"
+	case !validTokenID(ep.Username, ep.TokenName):
+		e.problem = fmt.Sprintf("the API token id %s is not USER@REALM!TOKENNAME; fix username or token_name in NetBox", cfg.TokenID)
 	case missing != "":
 		e.problem = missing
 	}
@@ -282,8 +285,9 @@ func (s *Set) build(ep netbox.ProxmoxEndpoint, secrets secretsFile, prev *entry)
 	}
 	c, err := proxmox.NewClient(cfg, proxmox.Secret(secret), s.cfg.ClientOptions...)
 	if err != nil {
-		// Its errors name the field (token_id, urls, tls) and never the secret.
-		e.problem = strings.TrimPrefix(err.Error(), "proxmox: ")
+		// Its errors name the field (urls, tls: the CA file) and never the secret; "field: "
+		// becomes "field " so that the text is not taken for a secret assignment.
+		e.problem = "its client cannot be built (" + strings.ReplaceAll(strings.TrimPrefix(err.Error(), "proxmox: "), "token_id: ", "token_id ") + ")"
 		return e
 	}
 	e.client = c
@@ -365,4 +369,27 @@ func (p *Problem) ReadyReason() string { return p.Reason }
 // endpointName is `endpoint ID (NAME)`.
 func endpointName(cfg proxmox.EndpointConfig) string {
 	return fmt.Sprintf("endpoint %d (%s)", cfg.ID, cfg.Name)
+}
+
+// validTokenID reports whether USERNAME!TOKENNAME has Proxmox's form USER@REALM!TOKENID: a
+// user without white space, "@", ":" or "!", a realm and a token name that start with a letter
+// and hold letters, digits, ".", "-" and "_".
+func validTokenID(username, tokenName string) bool {
+	user, realm, ok := strings.Cut(username, "@")
+	if !ok || user == "" || strings.ContainsAny(user, " \t@:!") {
+		return false
+	}
+	return pveName(realm) && pveName(tokenName)
+}
+
+// pveName reports whether s starts with a letter and holds only letters, digits, ".", "-"
+// and "_".
+func pveName(s string) bool {
+	for i, r := range s {
+		letter := r < 128 && unicode.IsLetter(r)
+		if !letter && (i == 0 || !(r < 128 && unicode.IsDigit(r)) && !strings.ContainsRune(".-_", r)) {
+			return false
+		}
+	}
+	return s != ""
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/proxbus/proxbus/internal/endpointset"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/testenv"
 )
 
@@ -176,6 +177,9 @@ func TestSetEndpointWithoutSecret(t *testing.T) {
 	if !transient || !strings.Contains(why, "endpoint 3 (lab3)") || !strings.Contains(why, "PROXBUS_ENDPOINT_3_TOKEN_SECRET") || !strings.Contains(why, fx.secrets) {
 		t.Errorf("Why(3) = %q, %v", why, transient)
 	}
+	if redact.Text(why) != why { // the pipeline redacts step details
+		t.Errorf("Why = %q is cut by the redactor to %q", why, redact.Text(why))
+	}
 	if err := fx.set.Check(); err == nil || !strings.Contains(err.Error(), "endpoint 3 (lab3)") {
 		t.Errorf("Check = %v", err)
 	}
@@ -206,7 +210,7 @@ func TestSetUnusableEndpoints(t *testing.T) {
 		{"no address", noHost, "neither domain nor ip_address"},
 		{"no token name", noToken, "token_name"},
 		{"bad port", badPort, "port 70000"},
-		{"bad token id", badUser, "token_id"},
+		{"bad token id", badUser, "no-realm!bus is not USER@REALM!TOKENNAME"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,6 +220,9 @@ func TestSetUnusableEndpoints(t *testing.T) {
 			why, transient := fx.set.Why(1)
 			if _, ok := fx.set.Get(1); ok || !transient || !strings.Contains(why, "endpoint 1 (lab)") || !strings.Contains(why, tc.want) {
 				t.Errorf("Why = %q, %v; want it naming endpoint 1 (lab) and %q", why, transient, tc.want)
+			}
+			if redact.Text(why) != why { // the pipeline redacts step details
+				t.Errorf("Why = %q is cut by the redactor to %q", why, redact.Text(why))
 			}
 		})
 	}
