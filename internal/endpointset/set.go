@@ -160,22 +160,21 @@ func (s *Set) Kick() {
 	}
 }
 
-// Run reads the endpoints at once, then every Interval and whenever [Set.Kick] asks, until ctx
-// ends. A failed read is tried again after a second, doubling up to the interval; the set read
-// last stays meanwhile.
+// Run reads the endpoints at once, then every Interval and whenever [Set.Kick] asks (at most
+// once a second), until ctx ends. A failed read is tried again after a second, doubling up to
+// the interval; the set read last stays meanwhile.
 func (s *Set) Run(ctx context.Context) {
 	wait := time.Duration(0)
 	retry := retryFirst
+	var last time.Time // when the last read began
 	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, wait, s.kick) {
 			return
-		case <-t.C:
-		case <-s.kick:
-			t.Stop()
 		}
+		if gap := retryFirst - time.Since(last); gap > 0 && !sleep(ctx, gap, nil) { // kicks merge meanwhile
+			return
+		}
+		last = time.Now()
 		if err := s.Reload(ctx); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -186,6 +185,19 @@ func (s *Set) Run(ctx context.Context) {
 		}
 		wait, retry = s.cfg.Interval, retryFirst
 	}
+}
+
+// sleep waits d, or until wake receives; false when ctx ended first.
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+	case <-wake:
+	}
+	return true
 }
 
 // Reload reads the endpoints and the secrets now and swaps the set. An endpoint whose
