@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"reflect"
 	"slices"
@@ -280,6 +281,8 @@ func (s *Set) build(ep netbox.ProxmoxEndpoint, secrets secretsFile, prev *entry)
 	switch {
 	case len(cfg.URLs) == 0:
 		e.problem = "neither domain nor ip_address is set; set one in NetBox"
+	case !isHost(ep.Host()):
+		e.problem = fmt.Sprintf("%q is not a host name or IP address; write the bare host in NetBox's domain (no scheme, port or path)", ep.Host())
 	case ep.Port <= 0 || ep.Port > 65535:
 		e.problem = fmt.Sprintf("port %d is not a TCP port; fix it in NetBox", ep.Port)
 	case cfg.TokenID == "":
@@ -299,7 +302,8 @@ func (s *Set) build(ep netbox.ProxmoxEndpoint, secrets secretsFile, prev *entry)
 	if err != nil {
 		// Its errors name the field (urls, tls: the CA file) and never the secret; "field: "
 		// becomes "field " so that the text is not taken for a secret assignment.
-		e.problem = "its client cannot be built (" + strings.ReplaceAll(strings.TrimPrefix(err.Error(), "proxmox: "), "token_id: ", "token_id ") + ")"
+		text := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "proxmox: "), "endpoints file: ")
+		e.problem = "its client cannot be built (" + strings.ReplaceAll(text, "token_id: ", "token_id ") + ")"
 		return e
 	}
 	e.client = c
@@ -404,4 +408,21 @@ func pveName(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// isHost reports whether h is a bare host: an IP address, or a name of letters, digits, "-"
+// and "." (no scheme, port, path or white space).
+func isHost(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if h == "" || strings.HasPrefix(h, ".") || strings.HasPrefix(h, "-") {
+		return false
+	}
+	for _, r := range h {
+		if r >= 128 || !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '-' || r == '.') {
+			return false
+		}
+	}
+	return true
 }

@@ -202,6 +202,8 @@ func TestSetUnusableEndpoints(t *testing.T) {
 	badPort.Port = 70000
 	badUser := lab
 	badUser.Username = "no-realm"
+	badDomain := lab
+	badDomain.Domain = "https://pve.example.net"
 	cases := []struct {
 		name string
 		ep   netbox.ProxmoxEndpoint
@@ -210,6 +212,7 @@ func TestSetUnusableEndpoints(t *testing.T) {
 		{"no address", noHost, "neither domain nor ip_address"},
 		{"no token name", noToken, "token_name"},
 		{"bad port", badPort, "port 70000"},
+		{"domain with a scheme", badDomain, `"https://pve.example.net" is not a host name`},
 		{"bad token id", badUser, "no-realm!bus is not USER@REALM!TOKENNAME"},
 	}
 	for _, tc := range cases {
