@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -278,12 +279,13 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	secrets := append(clients.Secrets(), cfg.baseSecrets()...)
-	var set *endpointset.Set // the endpoints read from NetBox; set below, before any goroutine logs
-	learnt := func() []string {
-		if set == nil {
-			return nil
+	var set *endpointset.Set // the endpoints read from NetBox, set below
+	var learntFrom atomic.Pointer[endpointset.Set]
+	learnt := func() []string { // the log redactor asks it for every record, from any goroutine
+		if s := learntFrom.Load(); s != nil {
+			return s.Secrets()
 		}
-		return set.Secrets()
+		return nil
 	}
 	log := serveLoggerFunc(cfg.LogHandler, learnt, secrets).With("instance", cfg.Instance)
 	defer RouteRedisLogs(log.With("component", "redis"))()
@@ -310,6 +312,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			return err
 		}
 		pveClients = set
+		learntFrom.Store(set)
 		setCtx, stopSet := context.WithCancel(context.WithoutCancel(ctx))
 		setDone := make(chan struct{})
 		go func() {
