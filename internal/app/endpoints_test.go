@@ -136,8 +136,8 @@ func waitFor(t *testing.T, what string, ch <-chan struct{}) {
 }
 
 // TestServeEndpointsFromNetBoxWebhook: with the endpoints read from NetBox, an endpoint moved
-// in NetBox and one whose secret was missing are served after NetBox's webhook, without a
-// restart; meanwhile the endpoint without a secret makes only its own commands wait, with a
+// in NetBox, one whose secret was missing and one added are served after NetBox's webhook,
+// without a restart; meanwhile the endpoint without a secret makes only its own commands wait, with a
 // step naming it and the variable to set; no token secret is ever logged.
 func TestServeEndpointsFromNetBoxWebhook(t *testing.T) {
 	t.Parallel()
@@ -192,6 +192,13 @@ func TestServeEndpointsFromNetBoxWebhook(t *testing.T) {
 		if !named {
 			t.Errorf("%s: no retrying gate step saying %q among %+v", tc.name, tc.want, steps)
 		}
+	}
+	// An endpoint added in NetBox, with its line in the secrets file, is served.
+	e.writeSecrets(t, 1, 3, 4, 5)
+	e.putEndpoint(5, "lab5", e.port)
+	e.webhook(t, s, 5)
+	if res, _ := sendAsync(t, e.nats, e.cfg.Consumer.Subjects, listCommand("nbe-5", 5))(); res.Status != 200 {
+		t.Errorf("endpoint 5 added in NetBox: %+v", res)
 	}
 	if strings.Contains(e.logs.String(), DemoPVESecret) {
 		t.Errorf("a token secret is in the logs")
