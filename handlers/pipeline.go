@@ -45,6 +45,14 @@ type ProxmoxClients interface {
 	Get(id int64) (*proxmox.Client, bool)
 }
 
+// EndpointStates is implemented by a [ProxmoxClients] whose endpoints change at run time
+// (endpoints read from NetBox). The gate asks it about an endpoint Get has no client for:
+// transient, its commands wait (an endpoint known but unusable, one not read yet); else they
+// are refused 403 endpoint_not_found. detail names the endpoint and what to do.
+type EndpointStates interface {
+	Why(id int64) (detail string, transient bool)
+}
+
 // History reads back what the events stream already holds of a command, so that a later
 // delivery continues where an earlier one stopped.
 type History interface {

@@ -218,7 +218,14 @@ func (r *run) gate(ctx context.Context) (*Outcome, bool) {
 	}
 	client, ok := r.p.cfg.Proxmox.Get(r.cmd.EndpointID)
 	if !ok {
-		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound, Detail: "endpoint not in the endpoints file"}, false
+		detail, transient := "endpoint not in the endpoints file", false
+		if states, ok := r.p.cfg.Proxmox.(EndpointStates); ok {
+			detail, transient = states.Why(r.cmd.EndpointID)
+		}
+		if transient {
+			return &Outcome{Status: 503, Result: ResultFailed, Reason: ReasonProxmoxUnreachable, Detail: detail}, true
+		}
+		return &Outcome{Status: 403, Result: ResultRefused, Reason: ReasonEndpointNotFound, Detail: detail}, false
 	}
 	r.client = client // its endpoint's settings (approval) apply while NetBox is asked
 	if r.verb.VerbAccess() == Write && client.Endpoint().ReadOnly {

@@ -19,6 +19,7 @@ import (
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/console"
+	"github.com/proxbus/proxbus/internal/endpointset"
 	"github.com/proxbus/proxbus/internal/ingress"
 	"github.com/proxbus/proxbus/store"
 )
@@ -71,6 +72,7 @@ func kongVars() kong.Vars {
 		"lease_ttl":             store.DefaultLeaseTTL.String(),
 		"redis_replica_timeout": store.DefaultReplicaTimeout.String(),
 		"result_timeout":        ingress.DefaultResultTimeout.String(),
+		"endpoints_reload":      endpointset.DefaultInterval.String(),
 		"ui_history":            fmt.Sprint(console.DefaultHistory),
 		"ui_actor":              console.DefaultActor,
 		"dev_nats_port":         fmt.Sprint(app.DefaultDevNATSPort),

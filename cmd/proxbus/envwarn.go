@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/proxbus/proxbus/internal/endpointset"
 )
 
 // otherEnv are the PROXBUS_* variables proxbus reads that are no flag's.
@@ -37,7 +39,8 @@ func knownEnv(k *kong.Kong) map[string]bool {
 // warnUnknownEnv warns on stderr of every PROXBUS_* variable of the environment that proxbus
 // does not read (a misspelt or retired setting would otherwise be ignored silently), with the
 // closest one it reads. also are more variables that are read (an endpoint's
-// token_secret_env).
+// token_secret_env); PROXBUS_ENDPOINT_<ID>_TOKEN_SECRET, the secret of an endpoint read from
+// NetBox, is always read.
 func warnUnknownEnv(e *cliEnv, also ...string) {
 	if e.known == nil {
 		return
@@ -45,7 +48,8 @@ func warnUnknownEnv(e *cliEnv, also ...string) {
 	var unknown []string
 	for _, kv := range e.environ() {
 		name, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(name, "PROXBUS_") && !e.known[name] && !slices.Contains(also, name) && !strings.HasPrefix(name, "PROXBUS_TEST_") {
+		if strings.HasPrefix(name, "PROXBUS_") && !e.known[name] && !slices.Contains(also, name) && !strings.HasPrefix(name, "PROXBUS_TEST_") &&
+			!endpointset.IsSecretVar(name) {
 			unknown = append(unknown, name)
 		}
 	}

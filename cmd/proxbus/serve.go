@@ -29,6 +29,7 @@ type serveCmd struct {
 	NetBoxTokenFile string `name:"netbox-token-file" help:"File holding the NetBox API token, trailing newline trimmed (instead of --netbox-token)."`
 	EndpointsFile   string `name:"endpoints-file" help:"YAML file of Proxmox endpoints."`
 	Instance        string `name:"instance" help:"Name of this replica (default host-pid)."`
+	endpointFlags
 	logFlags
 	RedisKeyPrefix            string        `name:"redis-key-prefix" default:"${redis_key_prefix}" help:"Prefix of every Redis key."`
 	RedisMinReplicas          int           `name:"redis-min-replicas" default:"-1" help:"Redis replicas that must acknowledge each change of the store (WAIT) before a command acts on it; a command waits while they do not (-1: 1 with redis+sentinel:// or redis+cluster://, else 0)."`
@@ -117,6 +118,7 @@ func (c *serveCmd) checks(e *cliEnv) (secrets [4]string, errs []error) {
 	add(e.durationIn("idempotency-window", c.IdempotencyWindow, minWindow, 0))
 	add(e.durationIn("lease-ttl", c.LeaseTTL, minLeaseTTL, maxLeaseTTL))
 	add(e.intIn("ui-history", c.UIHistory, 100, maxConsoleHistory))
+	add(e.durationIn("endpoints-reload-interval", c.EndpointsReloadInterval, minEndpointsReload, maxEndpointsReload))
 	return secrets, errs
 }
 
@@ -148,6 +150,8 @@ func (c *serveCmd) build(e *cliEnv, secrets [4]string, ui app.Console) (app.Conf
 	return app.Config{
 		NATSURL: c.NATSURL, RedisURL: c.RedisURL, NetBoxURL: c.NetBoxURL, NetBoxToken: secrets[0],
 		EndpointsFile: c.EndpointsFile, Instance: c.Instance,
+		EndpointsFromNetBox: c.EndpointsFromNetBox, EndpointSecretsFile: c.EndpointSecretsFile, EndpointCAFile: c.EndpointCAFile,
+		EndpointsReloadInterval: c.reloadInterval(),
 		Consumer: consumer.Config{
 			Subjects: events.NewSubjects(c.SubjectPrefix), Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending,
 			Replicas: c.StreamReplicas, AckWait: c.AckWait,
@@ -180,9 +184,14 @@ func (c *serveCmd) preflight(e *cliEnv) ([]proxmox.EndpointConfig, []error) {
 		errs = append(errs, fmt.Errorf("%s %q: %s", e.named("netbox-url"), app.RedactURL(c.NetBoxURL), hint))
 	}
 	var eps []proxmox.EndpointConfig
-	if c.EndpointsFile == "" {
-		errs = append(errs, fmt.Errorf("%s is required: the YAML file of Proxmox endpoints (docs/operations.md)", e.named("endpoints-file")))
-	} else {
+	switch {
+	case c.EndpointsFromNetBox:
+		errs = append(errs, c.endpointFlags.preflight(e, c.EndpointsFile)...)
+	case c.EndpointsFile == "":
+		errs = append(errs, fmt.Errorf("%s is required: the YAML file of Proxmox endpoints, or %s to read them from NetBox (docs/operations.md)",
+			e.named("endpoints-file"), e.named("endpoints-from-netbox")))
+	default:
+		errs = append(errs, c.endpointFlags.preflight(e, c.EndpointsFile)...)
 		var err error
 		if eps, err = proxmox.LoadEndpoints(c.EndpointsFile); err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", e.named("endpoints-file"), c.EndpointsFile, err))

@@ -78,9 +78,11 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 
 // mount adds the configured fronts to mux. identityTTL is the store's command identity window
 // (store.Options.DedupeTTL; 0: its default): no webhook older than that is accepted.
-func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration) error {
+// endpointsChanged, when set, serves the ProxmoxEndpoint webhook (ingress.EndpointsWebhookPath).
+func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration, endpointsChanged func(int64)) error {
 	srv, err := ingress.New(ingress.Config{
-		JetStream: deps.JetStream, Subjects: deps.Subjects,
+		EndpointsChanged: endpointsChanged,
+		JetStream:        deps.JetStream, Subjects: deps.Subjects,
 		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
 		ResultTimeout: i.ResultTimeout, MaxAge: identityTTL, Logger: deps.Logger.With("component", "ingress"),
 	})

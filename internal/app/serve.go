@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -24,6 +25,7 @@ import (
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/console"
+	"github.com/proxbus/proxbus/internal/endpointset"
 	"github.com/proxbus/proxbus/internal/health"
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
@@ -55,8 +57,23 @@ type Config struct {
 	NetBoxToken string
 	// NetBoxTimeout bounds each NetBox request (default netbox.DefaultTimeout).
 	NetBoxTimeout time.Duration
-	// EndpointsFile is the YAML file of Proxmox endpoints, required unless Endpoints is set.
+	// EndpointsFile is the YAML file of Proxmox endpoints, required unless Endpoints is set
+	// or EndpointsFromNetBox is true.
 	EndpointsFile string
+	// EndpointsFromNetBox reads the endpoints from NetBox's netbox-proxbox ProxmoxEndpoints
+	// instead of an endpoints file, and reads them again (endpointset) every
+	// EndpointsReloadInterval and when a NetBox webhook says one changed, without a restart.
+	EndpointsFromNetBox bool
+	// EndpointSecretsFile holds the token secrets of the endpoints read from NetBox, as
+	// PROXBUS_ENDPOINT_<ID>_TOKEN_SECRET=… lines, read again with the endpoints; the same
+	// variables in the environment (Getenv) are read when the file lacks them.
+	EndpointSecretsFile string
+	// EndpointCAFile is the PEM file of the CAs trusted for endpoints read from NetBox whose
+	// verify_ssl is true (default: the system roots).
+	EndpointCAFile string
+	// EndpointsReloadInterval is how often the endpoints are read from NetBox again (default
+	// endpointset.DefaultInterval).
+	EndpointsReloadInterval time.Duration
 	// Endpoints, when set, is used instead of EndpointsFile.
 	Endpoints []proxmox.EndpointConfig
 	// Getenv resolves token_secret_env (default os.Getenv).
@@ -159,8 +176,16 @@ func (c Config) validate() error {
 	if c.NetBoxURL == "" {
 		return fmt.Errorf("%w: the NetBox URL is required (PROXBUS_NETBOX_URL)", config.ErrInvalid)
 	}
-	if c.Endpoints == nil && c.EndpointsFile == "" {
-		return fmt.Errorf("%w: the endpoints file is required (PROXBUS_ENDPOINTS_FILE)", config.ErrInvalid)
+	fromFile := c.Endpoints != nil || c.EndpointsFile != ""
+	switch {
+	case c.EndpointsFromNetBox && fromFile:
+		return fmt.Errorf("%w: the endpoints come either from the endpoints file (PROXBUS_ENDPOINTS_FILE) or from NetBox (PROXBUS_ENDPOINTS_FROM_NETBOX); give one", config.ErrInvalid)
+	case !c.EndpointsFromNetBox && !fromFile:
+		return fmt.Errorf("%w: the endpoints file is required (PROXBUS_ENDPOINTS_FILE), or read the endpoints from NetBox (PROXBUS_ENDPOINTS_FROM_NETBOX)", config.ErrInvalid)
+	case !c.EndpointsFromNetBox && (c.EndpointSecretsFile != "" || c.EndpointCAFile != "" || c.EndpointsReloadInterval != 0):
+		return fmt.Errorf("%w: PROXBUS_ENDPOINT_SECRETS_FILE, PROXBUS_ENDPOINT_CA_FILE and PROXBUS_ENDPOINTS_RELOAD_INTERVAL apply to endpoints read from NetBox (PROXBUS_ENDPOINTS_FROM_NETBOX)", config.ErrInvalid)
+	case c.EndpointsReloadInterval < 0:
+		return fmt.Errorf("%w: EndpointsReloadInterval %s is negative", config.ErrInvalid, c.EndpointsReloadInterval)
 	}
 	if c.EndpointCacheTTL < 0 || c.EndpointCacheTTL > DefaultEndpointCacheTTL {
 		return fmt.Errorf("%w: EndpointCacheTTL %s: must be at most %s", config.ErrInvalid, c.EndpointCacheTTL, DefaultEndpointCacheTTL)
@@ -194,7 +219,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := cfg.validate(); err != nil {
 		return err
 	}
-	if cfg.Endpoints == nil {
+	if cfg.Endpoints == nil && !cfg.EndpointsFromNetBox {
 		eps, err := proxmox.LoadEndpoints(cfg.EndpointsFile)
 		if err != nil {
 			return fmt.Errorf("%w: %w", config.ErrInvalid, err)
@@ -254,7 +279,15 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("%w: %w", config.ErrInvalid, err)
 	}
 	secrets := append(clients.Secrets(), cfg.baseSecrets()...)
-	log := serveLogger(cfg.LogHandler, secrets).With("instance", cfg.Instance)
+	var set *endpointset.Set // the endpoints read from NetBox, set below
+	var learntFrom atomic.Pointer[endpointset.Set]
+	learnt := func() []string { // the log redactor asks it for every record, from any goroutine
+		if s := learntFrom.Load(); s != nil {
+			return s.Secrets()
+		}
+		return nil
+	}
+	log := serveLoggerFunc(cfg.LogHandler, learnt, secrets).With("instance", cfg.Instance)
 	defer RouteRedisLogs(log.With("component", "redis"))()
 
 	hc, err := NetBoxHTTPClient(cfg.Security)
@@ -271,6 +304,25 @@ func Serve(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("%s: %w", flagNetBoxToken, err)
 	case err != nil:
 		return err
+	}
+	endpointCache := netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now)
+	var pveClients handlers.ProxmoxClients = clients
+	if cfg.EndpointsFromNetBox {
+		if set, err = newEndpointSet(cfg, nb, popts, endpointCache, tracker, log); err != nil {
+			return err
+		}
+		pveClients = set
+		learntFrom.Store(set)
+		setCtx, stopSet := context.WithCancel(context.WithoutCancel(ctx))
+		setDone := make(chan struct{})
+		go func() {
+			defer close(setDone)
+			set.Run(setCtx)
+		}()
+		defer func() {
+			stopSet()
+			<-setDone
+		}()
 	}
 	rdb, err := RedisClient(cfg.RedisURL, cfg.Security)
 	if err != nil {
@@ -339,7 +391,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	subjects := cfg.Consumer.Subjects
 	ccfg := cfg.Consumer
-	ccfg.Instance, ccfg.Logger = cfg.Instance, serveLogger(cfg.LogHandler, secrets)
+	ccfg.Instance, ccfg.Logger = cfg.Instance, serveLoggerFunc(cfg.LogHandler, learnt, secrets)
 	ccfg.Middleware, ccfg.DeadLettered = []consumer.Middleware{tr.Middleware, m.Middleware}, m.DeadLettered
 	ccfg = ccfg.WithDefaults()
 	if !cfg.NoProvision {
@@ -373,9 +425,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		Settings:  pipelineSettings(cfg.Pipeline, ccfg.Concurrency),
 		Registry:  registry,
 		Store:     st,
-		Endpoints: netbox.NewEndpointCache(nb, cfg.EndpointCacheTTL, time.Now),
+		Endpoints: endpointCache,
 		Journal:   nb,
-		Proxmox:   clients,
+		Proxmox:   pveClients,
 		Publisher: pub,
 		History:   NewHistory(js, subjects),
 		Instance:  cfg.Instance,
@@ -408,11 +460,18 @@ func Serve(ctx context.Context, cfg Config) error {
 		}},
 	}
 	tracked := trackedChecks(tracker, cfg.Endpoints)
+	if set != nil {
+		tracked = append(tracked, ReadyCheck{Name: "endpoints", Advisory: true, Check: func(context.Context) error { return endpointsReady(set, tracker) }})
+	}
 	tracked[0].Check = (&netboxProbe{nb: nb, tracker: tracker, now: time.Now}).Check // NetBox itself, not only what commands saw
 	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, tracked...)...))
 	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
 	if cfg.Ingress.enabled() {
-		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL); err != nil {
+		var changed func(int64)
+		if set != nil {
+			changed = func(int64) { set.Kick() }
+		}
+		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL, changed); err != nil {
 			return err
 		}
 	}
@@ -433,8 +492,12 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	handler.set(mux)
 
+	endpointsFrom := any(len(cfg.Endpoints))
+	if set != nil {
+		endpointsFrom = "from NetBox"
+	}
 	log.Info("proxbus serving", "nats", nc.ConnectedUrlRedacted(), "verbs", registry.Names(),
-		"concurrency", ccfg.Concurrency, "endpoints", len(cfg.Endpoints), "tracing", tr.On())
+		"concurrency", ccfg.Concurrency, "endpoints", endpointsFrom, "tracing", tr.On())
 	repairCtx, stopRepair := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -548,5 +611,11 @@ func waitReady(ctx context.Context, c *consumer.Consumer) {
 // serveLogger is Serve's logger on h: secrets redacted, and every key once per line (a
 // sub-component's With("component", …) replaces its parent's, see [uniqueKeys]).
 func serveLogger(h slog.Handler, secrets []string) *slog.Logger {
-	return slog.New(newUniqueKeys(redact.NewHandler(h, secrets...)))
+	return serveLoggerFunc(h, nil, secrets)
+}
+
+// serveLoggerFunc is serveLogger also redacting the secrets learnt returns at each record
+// (nil: none), those of endpoints read from NetBox.
+func serveLoggerFunc(h slog.Handler, learnt func() []string, secrets []string) *slog.Logger {
+	return slog.New(newUniqueKeys(redact.NewHandlerFunc(h, learnt, secrets...)))
 }

@@ -550,6 +550,12 @@ func pbsCommand(id, storage string) events.Command {
 // sendAsync sends cmd in a goroutine; the returned function waits for its result and steps.
 func sendAsync(t *testing.T, nc *testenv.NATS, subjects events.Subjects, cmd events.Command) func() (events.Result, []events.Step) {
 	t.Helper()
+	return sendAsyncFunc(t, nc, subjects, cmd, nil)
+}
+
+// sendAsyncFunc is sendAsync also passing each step to onStep (nil: none) as it comes.
+func sendAsyncFunc(t *testing.T, nc *testenv.NATS, subjects events.Subjects, cmd events.Command, onStep func(events.Step)) func() (events.Result, []events.Step) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	var (
 		mu    sync.Mutex
@@ -564,6 +570,9 @@ func sendAsync(t *testing.T, nc *testenv.NATS, subjects events.Subjects, cmd eve
 			mu.Lock()
 			steps = append(steps, st)
 			mu.Unlock()
+			if onStep != nil {
+				onStep(st)
+			}
 		})
 	}()
 	t.Cleanup(func() {

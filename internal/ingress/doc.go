@@ -1,5 +1,6 @@
 // Package ingress turns HTTP requests into proxbus commands. It has two fronts, both mounted
-// on a caller's http.ServeMux by [Server.Routes]:
+// on a caller's http.ServeMux by [Server.Routes], and a third route that publishes nothing
+// (POST /webhooks/netbox/endpoints, see [Config.EndpointsChanged]):
 //
 //   - POST /webhooks/netbox: a NetBox webhook. The X-Hook-Signature header must be the
 //     lowercase hex HMAC-SHA512 of the exact body under the shared secret (compared in

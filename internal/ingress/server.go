@@ -40,7 +40,10 @@ const (
 // Paths served by [Server.Routes].
 const (
 	WebhookPath = "/webhooks/netbox"
-	PBSPath     = "/proxmox/storage/pbs"
+	// EndpointsWebhookPath is the NetBox webhook of ProxmoxEndpoint changes (see
+	// Config.EndpointsChanged).
+	EndpointsWebhookPath = "/webhooks/netbox/endpoints"
+	PBSPath              = "/proxmox/storage/pbs"
 )
 
 // Config configures a [Server]. The zero value of every field means its documented default
@@ -85,6 +88,11 @@ type Config struct {
 	// ResultTimeout is how long the front waits for a result before answering 504 (default
 	// DefaultResultTimeout).
 	ResultTimeout time.Duration
+	// EndpointsChanged, when set with WebhookSecret, mounts POST /webhooks/netbox/endpoints:
+	// a NetBox webhook on the netbox-proxbox ProxmoxEndpoint model, verified as
+	// /webhooks/netbox is, that calls it with the endpoint's id (0 when the body has none) so
+	// the endpoints read from NetBox are read again. It publishes no command.
+	EndpointsChanged func(id int64)
 	// Logger receives one line per accepted or refused request, never a body value (default:
 	// discard).
 	Logger *slog.Logger
@@ -152,6 +160,9 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Routes(mux *http.ServeMux) {
 	if s.cfg.WebhookSecret != "" {
 		mux.HandleFunc("POST "+WebhookPath, s.handleWebhook)
+		if s.cfg.EndpointsChanged != nil {
+			mux.HandleFunc("POST "+EndpointsWebhookPath, s.handleEndpointsWebhook)
+		}
 	}
 	if s.cfg.FrontAPIKey != "" {
 		mux.HandleFunc("POST "+PBSPath, s.handlePBS)

@@ -55,10 +55,12 @@ func WebhookCommandID(rule, verb string, w Webhook) string {
 	return "nbwh-" + hex.EncodeToString(h.Sum(nil))[:40]
 }
 
-func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
-	body, ok := readBody(w, r)
+// signedBody reads the request's body and checks its X-Hook-Signature; a request it refuses
+// is answered (401, 413) and ok is false.
+func (s *Server) signedBody(w http.ResponseWriter, r *http.Request) (body []byte, ok bool) {
+	body, ok = readBody(w, r)
 	if !ok {
-		return
+		return nil, false
 	}
 	if err := VerifySignature(s.cfg.WebhookSecret, r.Header, body); err != nil {
 		reason := "invalid_signature"
@@ -67,6 +69,14 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 		}
 		s.log.Warn("webhook refused", "reason", reason, "remote", r.RemoteAddr)
 		writeJSON(w, http.StatusUnauthorized, errorBody{Reason: reason, Detail: "X-Hook-Signature must be the lowercase hex HMAC-SHA512 of the body"})
+		return nil, false
+	}
+	return body, true
+}
+
+func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
+	body, ok := s.signedBody(w, r)
+	if !ok {
 		return
 	}
 	if isCloudEvent(r.Header, body) {

@@ -135,3 +135,24 @@ func TestHandlerEnabledFollowsNext(t *testing.T) {
 		t.Errorf("an Info record passed a Warn handler: %s", buf.String())
 	}
 }
+
+// TestHandlerFuncLearnsSecrets: a secret the function returns from some point on is cut out
+// of every record logged after it, also through a logger made earlier with With.
+func TestHandlerFuncLearnsSecrets(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	var learnt []string
+	l := slog.New(redact.NewHandlerFunc(slog.NewJSONHandler(&buf, nil), func() []string { return learnt }, canary))
+	child := l.With("component", "x")
+	const later = "LATER-secret-123"
+	child.Info("before " + later)
+	learnt = []string{later}
+	child.Info("after "+later, "detail", "said "+later+" and "+canary)
+	out := buf.String()
+	if !strings.Contains(out, "before "+later) {
+		t.Errorf("a value not known yet was cut: %s", out)
+	}
+	if strings.Count(out, later) != 1 || strings.Contains(out, canary) {
+		t.Errorf("a known secret was logged: %s", out)
+	}
+}

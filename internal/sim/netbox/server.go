@@ -70,10 +70,27 @@ type Server struct {
 }
 
 type endpoint struct {
+	EndpointSpec
+	Created, LastUpdated time.Time
+}
+
+// EndpointSpec is a ProxmoxEndpoint as the netbox-proxbox plugin stores it (the fields its
+// API serializer renders; the token value is write-only and not kept).
+type EndpointSpec struct {
 	ID          int64
 	Name        string
 	AllowWrites bool
-	Created     time.Time
+	// Domain is the endpoint's domain; "" renders null.
+	Domain string
+	// IPAddress is the NetBox IP address the endpoint points at, as NetBox renders it
+	// ("192.0.2.10/24"); "" renders null.
+	IPAddress string
+	// Port is the API port; 0 means the plugin's default, 8006.
+	Port      int
+	VerifySSL bool
+	// Username (USER@REALM) and TokenName name the API token USER@REALM!TOKENNAME.
+	Username  string
+	TokenName string
 }
 
 type vm struct {
@@ -178,11 +195,34 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// AddEndpoint adds (or replaces) ProxmoxEndpoint id.
+// AddEndpoint adds (or replaces) ProxmoxEndpoint id, at the domain <name>.pve.invalid with
+// the token proxbus@pve!proxbus and verify_ssl true.
 func (s *Server) AddEndpoint(id int64, name string, allowWrites bool) {
+	s.PutEndpoint(EndpointSpec{ID: id, Name: name, AllowWrites: allowWrites, Domain: name + ".pve.invalid",
+		VerifySSL: true, Username: "proxbus@pve", TokenName: "proxbus"})
+}
+
+// PutEndpoint adds ProxmoxEndpoint spec.ID, or changes it (its created time is kept, its
+// last_updated is now), as creating or editing it in NetBox does.
+func (s *Server) PutEndpoint(spec EndpointSpec) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.endpoints[id] = &endpoint{ID: id, Name: name, AllowWrites: allowWrites, Created: s.now().UTC()}
+	if spec.Port == 0 {
+		spec.Port = 8006
+	}
+	now := s.now().UTC()
+	created := now
+	if old, ok := s.endpoints[spec.ID]; ok {
+		created = old.Created
+	}
+	s.endpoints[spec.ID] = &endpoint{EndpointSpec: spec, Created: created, LastUpdated: now}
+}
+
+// DeleteEndpoint removes ProxmoxEndpoint id; unknown ids are ignored.
+func (s *Server) DeleteEndpoint(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.endpoints, id)
 }
 
 // SetAllowWrites changes endpoint id's allow_writes; unknown ids are ignored.
@@ -191,6 +231,7 @@ func (s *Server) SetAllowWrites(id int64, allow bool) {
 	defer s.mu.Unlock()
 	if e, ok := s.endpoints[id]; ok {
 		e.AllowWrites = allow
+		e.LastUpdated = s.now().UTC()
 	}
 }
 
