@@ -230,7 +230,7 @@ func checkRestore(ctx context.Context, c *proxmox.Client, in *RestoreInput) (*Ou
 	}
 	if storage != "" {
 		var refused *proxmox.TargetStorageError
-		err := c.CheckRestoreStorage(ctx, storage, in.TargetNode, typ)
+		err := c.CheckRestoreStorage(ctx, inv, storage, in.TargetNode, typ)
 		switch {
 		case errors.As(err, &refused):
 			detail := "storage: " + refused.Why

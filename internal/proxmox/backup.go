@@ -67,7 +67,7 @@ type BackupTarget struct {
 // refused too. A refusal is a *[BackupStorageError]; other errors are the requests' (see the
 // package doc).
 func (c *Client) CheckBackupStorage(ctx context.Context, storage, node string) (BackupTarget, error) {
-	t, why, err := c.checkStorageContent(ctx, storage, node, BackupContent, "where the guest is")
+	t, why, err := c.checkStorageContent(ctx, nil, storage, node, BackupContent, "where the guest is")
 	if why != "" {
 		return BackupTarget{}, &BackupStorageError{Storage: storage, Node: node, Why: why}
 	}
@@ -75,12 +75,14 @@ func (c *Client) CheckBackupStorage(ctx context.Context, storage, node string) (
 }
 
 // checkStorageContent tells whether storage can hold content on node, with the reads of
-// [Client.CheckBackupStorage]: why says what is wrong ("" when it can), where is how a refusal
-// names node ("where the guest is").
-func (c *Client) checkStorageContent(ctx context.Context, storage, node, content, where string) (BackupTarget, string, error) {
-	inv, err := c.StorageInventory(ctx)
-	if err != nil {
-		return BackupTarget{}, "", err
+// [Client.CheckBackupStorage] (the inventory only when inv is nil): why says what is wrong
+// ("" when it can), where is how a refusal names node ("where the guest is").
+func (c *Client) checkStorageContent(ctx context.Context, inv []StorageStatus, storage, node, content, where string) (BackupTarget, string, error) {
+	if inv == nil {
+		var err error
+		if inv, err = c.StorageInventory(ctx); err != nil {
+			return BackupTarget{}, "", err
+		}
 	}
 	refuse := func(format string, args ...any) (BackupTarget, string, error) {
 		return BackupTarget{}, fmt.Sprintf(format, args...), nil

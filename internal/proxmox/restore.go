@@ -59,13 +59,14 @@ func (e *TargetStorageError) Is(target error) bool { return target == ErrTargetS
 
 // CheckRestoreStorage tells whether storage can hold the volumes of a guest of type t
 // restored on node: content images (a VM) or rootdir (a container), enabled and active there.
-// The reads are [Client.CheckBackupStorage]'s; a refusal is a *[TargetStorageError].
-func (c *Client) CheckRestoreStorage(ctx context.Context, storage, node string, t GuestType) error {
+// inv is the storage inventory the caller read (nil: it is read); GET /storage is read only
+// to say why a storage has no entry on node. A refusal is a *[TargetStorageError].
+func (c *Client) CheckRestoreStorage(ctx context.Context, inv []StorageStatus, storage, node string, t GuestType) error {
 	content := ImagesContent
 	if t == GuestLXC {
 		content = RootdirContent
 	}
-	_, why, err := c.checkStorageContent(ctx, storage, node, content, "where the guest is restored")
+	_, why, err := c.checkStorageContent(ctx, inv, storage, node, content, "where the guest is restored")
 	if why != "" {
 		return &TargetStorageError{Storage: storage, Node: node, Why: why}
 	}
