@@ -386,15 +386,32 @@ func restoredStorages(vol *backupVol, r restoreReq, target string) []string {
 }
 
 // restoredConfig is the configuration a restore of vol into r.vmid gives: the backup's, its
-// volumes renamed to the vmid (on target when given), unused volumes and the lock dropped,
-// new MAC addresses with unique.
+// volumes renamed to the vmid (on target when given), unused volumes, disks the backup
+// excluded and the lock dropped, a new vmgenid, new MAC addresses and smbios1 uuid with
+// unique.
 func restoredConfig(vol *backupVol, r restoreReq, target string) map[string]string {
 	cfg := maps.Clone(vol.config)
 	oldID, newID := strconv.FormatInt(vol.vmid, 10), strconv.FormatInt(r.vmid, 10)
-	for k := range cfg {
-		if unusedKeyRe.MatchString(k) || k == "lock" || k == "parent" {
-			delete(cfg, k)
+	for k, v := range cfg {
+		bk, hasBackup := parseDrive(v).opt("backup")
+		excluded := vol.subtype == string(proxmox.GuestQEMU) && diskKeyRe.MatchString(k) && hasBackup && bk == "0"
+		if unusedKeyRe.MatchString(k) || k == "lock" || k == "parent" || excluded {
+			delete(cfg, k) // restore_update_config_line comments out a disk the backup excluded
 		}
+	}
+	// qemu-server restore_update_config_line: a new vmgenid always (unless it is 0), a new
+	// smbios1 uuid with unique
+	if v, found := cfg["vmgenid"]; found && v != "0" {
+		cfg["vmgenid"] = randomUUID()
+	}
+	if v, found := cfg["smbios1"]; found && r.unique {
+		parts := strings.Split(v, ",")
+		for i, p := range parts {
+			if strings.HasPrefix(p, "uuid=") {
+				parts[i] = "uuid=" + randomUUID()
+			}
+		}
+		cfg["smbios1"] = strings.Join(parts, ",")
 	}
 	for _, k := range restoredVolumes(vol) {
 		d := parseDrive(cfg[k])
