@@ -11,6 +11,7 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
+	"github.com/proxbus/proxbus/store"
 )
 
 // TestVMRestoreDecode pins vm.restore's data: unique defaults to true and start and force to
@@ -370,4 +371,24 @@ func (e *rtEnv) dryRunPlan(t *testing.T, verb, id, data string) Plan {
 		t.Fatalf("%s: %d %s %s", id, res.Status, res.Result, res.Output)
 	}
 	return out.Plan
+}
+
+// TestVMRestoreCancel: a started restore is cancellable (contract §4 "Cancel"): its task is
+// stopped and the command answers 410 command_cancelled saying what PVE leaves behind.
+func TestVMRestoreCancel(t *testing.T) {
+	t.Parallel()
+	e := newRTEnv(t)
+	_, done := e.startLongTask(t, "vm.restore", "to-cancel", `{"archive":"`+simpve.DemoBackupWeb+`","vmid":400,"target_node":"pve1"}`, stepRestoreVM)
+	_, res := cancelUntilAnswered(t, e, store.CommandKey{Source: "/test/vm.restore", ID: "to-cancel"}, done)
+	if res.Status != 410 || res.Reason != ReasonCommandCancelled || !res.Finalized() {
+		t.Fatalf("result %d %s (%s), want 410 %s", res.Status, res.Reason, res.Detail, ReasonCommandCancelled)
+	}
+	for _, want := range []string{"restore_vm task UPID:pve1:", "PVE stops the restore"} {
+		if !strings.Contains(res.Detail, want) {
+			t.Errorf("detail %q does not say %q", res.Detail, want)
+		}
+	}
+	if n := restorePosts(e, "pve1"); n != 1 {
+		t.Errorf("restore POSTs = %d, want 1", n)
+	}
 }
