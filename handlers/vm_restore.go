@@ -128,7 +128,7 @@ func VMRestore() Verb {
 // describeRestore is vm.restore's journal bullets: the backup (volid, size, type) and the
 // options.
 func describeRestore(in RestoreInput) []Bullet {
-	b := []Bullet{{"archive", in.Archive}}
+	b := []Bullet{{"volid", in.Archive}}
 	if in.backup.Size > 0 {
 		b = append(b, Bullet{"size_bytes", strconv.FormatInt(in.backup.Size, 10)})
 	}

@@ -264,7 +264,7 @@ func TestVMRestoreJournal(t *testing.T) {
 			continue
 		}
 		found++
-		for _, want := range []string{"- result: created", "- archive: " + simpve.DemoBackupWeb, "- size_bytes: 1932735283",
+		for _, want := range []string{"- result: created", "- volid: " + simpve.DemoBackupWeb, "- size_bytes: 1932735283",
 			"- vmid: 400", "- target_node: pve1", "- unique: true", "- force: false", "- proxmox_task_upid: " + out.UPID} {
 			if !strings.Contains(je.Comments, want) {
 				t.Errorf("journal comment lacks %q:\n%s", want, je.Comments)
