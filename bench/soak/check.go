@@ -636,13 +636,13 @@ func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *col
 type finalState struct {
 	snapshots map[int64]map[string]bool // guest → its snapshot names
 	storages  map[string]string         // storage id → its datastore (existing storages only)
-	guests    map[int64]bool            // vmid → exists (every vm and new_vmid of the plan)
+	guests    map[int64]bool            // vmid → exists (every vm, new_vmid and restore's vmid of the plan)
 	nodes     map[int64]string          // vmid → its node (existing guests only)
 	backups   map[string]bool           // volume ids of the backups in the storages vm.backup names
 }
 
-// readFinalState reads the simulator's state of every guest, storage and new vmid the plan
-// names, and the backups in every storage a vm.backup names (through the simulator's
+// readFinalState reads the simulator's state of every guest, storage and new vmid (of a
+// provision or a restore) the plan names, and the backups in every storage a vm.backup names (through the simulator's
 // handler, on every node: a directory storage holds one list per node).
 func readFinalState(pve *simpve.Server, plan []*planned) finalState {
 	fs := finalState{snapshots: map[int64]map[string]bool{}, storages: map[string]string{}, guests: map[int64]bool{},
@@ -684,6 +684,9 @@ func readFinalState(pve *simpve.Server, plan []*planned) finalState {
 			}
 		}
 		if vm, err := d.NewVMID.Int64(); err == nil {
+			guest(vm)
+		}
+		if vm, err := d.VMID.Int64(); err == nil && p.cmd.Verb == "vm.restore" {
 			guest(vm)
 		}
 	}

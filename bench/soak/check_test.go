@@ -585,6 +585,7 @@ func TestJudge(t *testing.T) {
 	start := cmd("c", "vm.start", `{"vm":100}`, "")
 	reboot := cmd("c", "vm.reboot", `{"vm":100}`, "")
 	provision := cmd("c", "vm.provision", `{"new_vmid":1001}`, "")
+	restore := cmd("c", "vm.restore", `{"archive":"local:backup/vzdump-qemu-100-2026_11_30-02_00_00.vma.zst","vmid":1001,"target_node":"pve1"}`, "")
 	with := finalState{snapshots: map[int64]map[string]bool{100: {"a": true}}, storages: map[string]string{"s1": "d1"},
 		guests: map[int64]bool{1001: true}}
 	without := finalState{snapshots: map[int64]map[string]bool{100: {}}, storages: map[string]string{}, guests: map[int64]bool{}}
@@ -651,6 +652,10 @@ func TestJudge(t *testing.T) {
 		{"provision 201, no guest", provision, ans(201, "created", ""), nil, nil, without, true, true},
 		{"provision 502: by contract", provision, ans(502, "failed", "relocate_disk_failed"), []written{w("vm:1001", "/x", 0, true)}, nil, without, false, false},
 		{"a read: not judged", cmd("c", "vm.list", `{}`, ""), ans(200, "ok", ""), nil, nil, with, false, false},
+		{"restore 201, guest there", restore, ans(201, "created", ""), nil, nil, with, true, false},
+		{"restore 201, no guest", restore, ans(201, "created", ""), nil, nil, without, true, true},
+		{"restore 502: a failed restore leaves what it restored", restore, ans(502, "failed", "task_failed"), []written{w("vm:1001", "/nodes/pve1/qemu", 0, true)}, nil, with, false, false},
+		{"restore 409 vm_exists, no write", restore, ans(409, "refused", "vm_exists"), nil, nil, with, true, false},
 		{"provision 201, deleted later", provision, ans(201, "created", ""), nil, map[string][]written{"delete:1001": {destroyW}}, without, true, false},
 		{"provision 201, only stopped by a delete", provision, ans(201, "created", ""), nil, map[string][]written{"delete:1001": {stopW}}, without, true, true},
 		{"backup 201, volume listed", backup, out(201, "created", "", `{"volid":"`+volid+`"}`), []written{vzdumpW}, nil, backedUp, true, false},
