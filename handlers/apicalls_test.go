@@ -32,8 +32,10 @@ type apiCallCase struct {
 }
 
 // apiCallCases are the demo tour's happy paths (internal/app/demo.go), in its order, on one
-// simulated cluster: the backup goes to the PBS storage the first case creates, the delete
-// removes the VM the template provision made, and the node reboot comes last.
+// simulated cluster: the backup goes to the PBS storage the first case creates, the restore
+// and the backup deletion use the demo cluster's backup of web-01 in local on pve1 (the tour
+// restores and deletes the backup it made), the delete removes the VM the template provision
+// made, and the node reboot comes last.
 func apiCallCases(image, imageSHA256 string) []apiCallCase {
 	const (
 		resources   = "GET /cluster/resources?type=vm"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/store"
 )
 
 // ReasonBackupProtected (409): vm.backup.delete's backup is protected; nothing was written.
@@ -185,7 +186,9 @@ type backupDeleteOutput struct {
 // lists → 200 already_absent, a replay-safe repeat. A storage that cannot be read → 409
 // backup_storage_unavailable. A lost answer or an interrupted attempt is confirmed by reading
 // whether the storage still lists the backup (for up to ConfirmFor), never by a second
-// DELETE. Journals on the NetBox VM of the guest the backup is of, with its volid and size.
+// DELETE. Exclusive on the guest the backup is of (two deletions of one backup run one after
+// the other, the second answered already_absent); journals on that guest's NetBox VM, with
+// the backup's volid and size.
 func VMBackupDelete() Verb {
 	return Spec[BackupDeleteInput]{
 		Name:   "vm.backup.delete",
@@ -202,6 +205,12 @@ func VMBackupDelete() Verb {
 			return in, err
 		},
 		Resource: func(in BackupDeleteInput) string { return in.VolID },
+		// two deletions of one backup (or a deletion and a backup of its guest) never overlap:
+		// the one that waited reads the storage again
+		Exclusive: func(in BackupDeleteInput) (string, string) {
+			_, _, vmid, _ := proxmox.ParseBackupVolID(in.VolID)
+			return store.KindGuest, strconv.FormatInt(vmid, 10)
+		},
 		JournalVMID: func(in BackupDeleteInput) int64 {
 			_, _, vmid, _ := proxmox.ParseBackupVolID(in.VolID)
 			return vmid
