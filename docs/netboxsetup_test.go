@@ -35,6 +35,13 @@ func TestNetBoxSetupRules(t *testing.T) {
 			`"custom_fields":{"proxmox_vm_id":100,"proxmox_endpoint_id":1,"proxbus_backup_requested":` + requested + `}},` +
 			`"snapshots":{"prechange":{"custom_fields":{"proxbus_backup_requested":` + before + `}},"postchange":{}}}`
 	}
+	restore := func(requested, before string) string {
+		return `{"event":"updated","timestamp":"2026-12-01T10:00:00.3+00:00","object_type":"virtualization.virtualmachine",` +
+			`"request":{"id":"r3","user":"alice"},"data":{"id":42,"name":"web-01","status":{"value":"active"},` +
+			`"custom_fields":{"proxmox_vm_id":100,"proxmox_endpoint_id":1,"proxbus_restore_requested":` + requested + `,` +
+			`"proxbus_restore_archive":"pbs1:backup/vm/100/2026-12-01T02:00:00Z","proxbus_restore_vmid":420,"proxbus_restore_node":"pve1"}},` +
+			`"snapshots":{"prechange":{"custom_fields":{"proxbus_restore_requested":` + before + `}},"postchange":{}}}`
+	}
 	device := func(status, before string) string {
 		return `{"event":"updated","timestamp":"2026-12-01T10:00:00.2+00:00","object_type":"dcim.device",` +
 			`"request":{"id":"r2","user":"alice"},"data":{"id":7,"name":"pbs-a","role":{"slug":"backup-server"},"status":{"value":"` + status + `"},` +
@@ -50,6 +57,8 @@ func TestNetBoxSetupRules(t *testing.T) {
 		{"backup requested", vm("true", "false"), "vm.backup"},
 		{"backup still requested", vm("true", "true"), ""},
 		{"backup not requested", vm("false", "false"), ""},
+		{"restore requested", restore("true", "false"), "vm.restore"},
+		{"restore still requested", restore("true", "true"), ""},
 		{"backup server activated", device("active", "planned"), "storage.pbs.create"},
 		{"backup server already active", device("active", "active"), ""},
 	}

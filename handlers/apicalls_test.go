@@ -32,8 +32,10 @@ type apiCallCase struct {
 }
 
 // apiCallCases are the demo tour's happy paths (internal/app/demo.go), in its order, on one
-// simulated cluster: the backup goes to the PBS storage the first case creates, the delete
-// removes the VM the template provision made, and the node reboot comes last.
+// simulated cluster: the backup goes to the PBS storage the first case creates, the restore
+// and the backup deletion use the demo cluster's backup of web-01 in local on pve1 (the tour
+// restores and deletes the backup it made), the delete removes the VM the template provision
+// made, and the node reboot comes last.
 func apiCallCases(image, imageSHA256 string) []apiCallCase {
 	const (
 		resources   = "GET /cluster/resources?type=vm"
@@ -77,6 +79,16 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 		{name: "vm.backup", verb: "vm.backup", data: `{"vm":"web-01","storage":"pbs-api","notes_template":"{{guestname}}, from the tour"}`,
 			status: 201, result: ResultCreated,
 			calls: []string{resources, storages, "POST /nodes/{node}/vzdump", "GET /nodes/{node}/tasks/{upid}/log", "GET /nodes/{node}/storage/{storage}/content"}, polls: 1},
+		{name: "vm.backup.list", verb: "vm.backup.list", data: `{"storage":"pbs-api"}`, status: 200, result: ResultOK,
+			calls: []string{storages, "GET /nodes/{node}/storage/{storage}/content"}},
+		{name: "vm.restore (VM, new vmid)", verb: "vm.restore",
+			data:   `{"archive":"` + simpve.DemoBackupWeb + `","vmid":320,"target_node":"pve1","storage":"local-lvm"}`,
+			status: 201, result: ResultCreated,
+			calls: []string{storages, "GET /nodes/{node}/storage/{storage}/content", storages, "GET /nodes/{node}/storage/{storage}/content",
+				resources, "POST /nodes/{node}/qemu"}, polls: 1},
+		{name: "vm.backup.delete", verb: "vm.backup.delete", data: `{"volid":"` + simpve.DemoBackupWeb + `"}`, status: 200, result: ResultOK,
+			calls: []string{storages, "GET /nodes/{node}/storage/{storage}/content", storages, "GET /nodes/{node}/storage/{storage}/content",
+				"DELETE /nodes/{node}/storage/{storage}/content/{volume}"}, polls: 1},
 		{name: "vm.provision (template, across nodes)", verb: "vm.provision",
 			data: `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048,"cores":2,"disk_gb":10,` +
 				`"cloud_init":{"user":"ops","password":"demo-ci-secret","ssh_keys":["ssh-ed25519 AAAAC3Nza demo@proxbus"],"ipconfig0":"ip=dhcp"},"extra_networks":[{"index":1,"bridge":"vmbr1","vlan_tag":20}]}`,

@@ -63,6 +63,9 @@ var fuzzVerbs = map[string]fuzzVerb{
 	"vm.backup":            {VMBackup, []string{"vm", "storage", "mode", "compress", "notes_template", "protected"}, nil},
 	"vm.migrate":           {VMMigrate, []string{"vm", "target_node", "online", "with_local_disks", "target_storage"}, nil},
 	"vm.delete":            {VMDelete, []string{"vm", "purge", "destroy_unreferenced_disks", "stop_first"}, nil},
+	"vm.restore":           {VMRestore, []string{"archive", "vmid", "target_node", "storage", "unique", "start", "force", "bandwidth_limit_kib"}, nil},
+	"vm.backup.list":       {VMBackupList, []string{"storage", "vm"}, nil},
+	"vm.backup.delete":     {VMBackupDelete, []string{"volid"}, nil},
 	"command.approve":      {CommandApprove, []string{"command_id", "command_source", "reason"}, nil},
 	"command.reject":       {CommandReject, []string{"command_id", "command_source", "reason"}, nil},
 	"command.cancel":       {CommandCancel, []string{"command_id", "command_source", "reason"}, nil},
@@ -87,6 +90,9 @@ var fuzzTargets = map[string]string{
 	"vm.backup":            "FuzzPrepareVMBackup",
 	"vm.migrate":           "FuzzPrepareVMMigrate",
 	"vm.delete":            "FuzzPrepareVMDelete",
+	"vm.restore":           "FuzzPrepareVMRestore",
+	"vm.backup.list":       "FuzzPrepareVMBackupList",
+	"vm.backup.delete":     "FuzzPrepareVMBackupDelete",
 	"command.approve":      "FuzzPrepareCommandApprove",
 	"command.reject":       "FuzzPrepareCommandReject",
 	"command.cancel":       "FuzzPrepareCommandCancel",
@@ -109,6 +115,9 @@ func FuzzPrepareVMList(f *testing.F)             { fuzzPrepare(f, "vm.list") }
 func FuzzPrepareVMBackup(f *testing.F)           { fuzzPrepare(f, "vm.backup") }
 func FuzzPrepareVMMigrate(f *testing.F)          { fuzzPrepare(f, "vm.migrate") }
 func FuzzPrepareVMDelete(f *testing.F)           { fuzzPrepare(f, "vm.delete") }
+func FuzzPrepareVMRestore(f *testing.F)          { fuzzPrepare(f, "vm.restore") }
+func FuzzPrepareVMBackupList(f *testing.F)       { fuzzPrepare(f, "vm.backup.list") }
+func FuzzPrepareVMBackupDelete(f *testing.F)     { fuzzPrepare(f, "vm.backup.delete") }
 func FuzzPrepareCommandApprove(f *testing.F)     { fuzzPrepare(f, "command.approve") }
 func FuzzPrepareCommandReject(f *testing.F)      { fuzzPrepare(f, "command.reject") }
 func FuzzPrepareCommandCancel(f *testing.F)      { fuzzPrepare(f, "command.cancel") }

@@ -168,15 +168,7 @@ func backupMadeBy(ctx context.Context, x *Exec, in BackupInput, upid string) (Ou
 func confirmBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error) {
 	g := in.guest
 	since := x.CommandSince()
-	var task proxmox.TaskSummary
-	found, err := x.untilInPlace(ctx, func(ctx context.Context) (bool, error) {
-		tasks, err := x.Proxmox.GuestTasks(ctx, g.Node, g.VMID, proxmox.BackupTaskType, since)
-		if err != nil || len(tasks) == 0 {
-			return false, err
-		}
-		task = tasks[0] // the newest
-		return true, nil
-	})
+	task, found, err := x.newestGuestTask(ctx, g.Node, g.VMID, proxmox.BackupTaskType, since)
 	switch {
 	case err != nil:
 		return Outcome{}, err

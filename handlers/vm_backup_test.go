@@ -390,20 +390,7 @@ func TestVMBackupResumed(t *testing.T) {
 func TestVMBackupDryRun(t *testing.T) {
 	t.Parallel()
 	e := backupEnv(t)
-	run := func(id, data string) Plan {
-		t.Helper()
-		cmd := events.Command{ID: id, Source: "/test/backup", Type: events.TypePrefix + "vm.backup", Verb: "vm.backup",
-			EndpointID: 1, HasEndpointID: true, DryRun: true, Data: json.RawMessage(data)}
-		if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
-			t.Fatalf("%s: decision %+v", id, d)
-		}
-		res := e.pub.result(t, id)
-		var out PlanOutput
-		if res.Status != 200 || res.Result != ResultPlanned || json.Unmarshal(res.Output, &out) != nil {
-			t.Fatalf("%s: %d %s %s", id, res.Status, res.Result, res.Output)
-		}
-		return out.Plan
-	}
+	run := func(id, data string) Plan { t.Helper(); return e.dryRunPlan(t, "vm.backup", id, data) }
 	p := run("dry", `{"vm":"web-01","storage":"pbs1","protected":true}`)
 	if p.Complete || p.Stopped == "" || p.Outcome != nil || len(p.Writes) != 1 ||
 		p.Writes[0].Method != "POST" || p.Writes[0].Path != "/nodes/pve1/vzdump" || p.Writes[0].Params["storage"] != "pbs1" ||

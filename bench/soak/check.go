@@ -184,8 +184,8 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 			kind, key = "storage create", "storage "+r.Params["storage"]
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
 			kind, key = "clone", "new vmid "+r.Params["newid"]
-		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
-			kind, key = "create", "new vmid "+r.Params["vmid"]
+		case r.Method == http.MethodPost && (strings.HasSuffix(r.Path, "/qemu") || strings.HasSuffix(r.Path, "/lxc")):
+			kind, key = "create", "new vmid "+r.Params["vmid"] // a provision's import or a restore
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump"):
 			kind = "backup"
 			guestWrites = append(guestWrites, r)
@@ -475,7 +475,7 @@ func writeResource(r writeRec) string {
 		return "delete:" + strconv.FormatInt(vmid, 10)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
 		return "vm:" + r.Params["newid"]
-	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
+	case r.Method == http.MethodPost && (strings.HasSuffix(r.Path, "/qemu") || strings.HasSuffix(r.Path, "/lxc")):
 		return "vm:" + r.Params["vmid"]
 	case isGuest && vmid >= firstNewVMID:
 		return "vm:" + strconv.FormatInt(vmid, 10)
@@ -495,6 +495,7 @@ type cmdData struct {
 	Snapshot   string      `json:"snapshot"`
 	Storage    string      `json:"storage"`
 	NewVMID    json.Number `json:"new_vmid"`
+	VMID       json.Number `json:"vmid"` // vm.restore's target
 	Datastore  string      `json:"datastore"`
 	TargetNode string      `json:"target_node"`
 }
@@ -519,6 +520,8 @@ func planResource(p *planned) (string, map[string]bool) {
 		return "storage:" + d.Storage, map[string]bool{"create_storage": true}
 	case "vm.provision":
 		return "vm:" + d.NewVMID.String(), nil
+	case "vm.restore":
+		return "vm:" + d.VMID.String(), nil
 	case "vm.snapshot.create":
 		return "snap:" + d.VM.String() + "/" + d.Snapshot, map[string]bool{"create_snapshot": true}
 	case "vm.snapshot.delete":
@@ -633,13 +636,13 @@ func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *col
 type finalState struct {
 	snapshots map[int64]map[string]bool // guest → its snapshot names
 	storages  map[string]string         // storage id → its datastore (existing storages only)
-	guests    map[int64]bool            // vmid → exists (every vm and new_vmid of the plan)
+	guests    map[int64]bool            // vmid → exists (every vm, new_vmid and restore's vmid of the plan)
 	nodes     map[int64]string          // vmid → its node (existing guests only)
 	backups   map[string]bool           // volume ids of the backups in the storages vm.backup names
 }
 
-// readFinalState reads the simulator's state of every guest, storage and new vmid the plan
-// names, and the backups in every storage a vm.backup names (through the simulator's
+// readFinalState reads the simulator's state of every guest, storage and new vmid (of a
+// provision or a restore) the plan names, and the backups in every storage a vm.backup names (through the simulator's
 // handler, on every node: a directory storage holds one list per node).
 func readFinalState(pve *simpve.Server, plan []*planned) finalState {
 	fs := finalState{snapshots: map[int64]map[string]bool{}, storages: map[string]string{}, guests: map[int64]bool{},
@@ -681,6 +684,9 @@ func readFinalState(pve *simpve.Server, plan []*planned) finalState {
 			}
 		}
 		if vm, err := d.NewVMID.Int64(); err == nil {
+			guest(vm)
+		}
+		if vm, err := d.VMID.Int64(); err == nil && p.cmd.Verb == "vm.restore" {
 			guest(vm)
 		}
 	}
@@ -863,14 +869,16 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 //   - a 4xx refusal sent no write;
 //   - a 5xx failure had no effect: no effective write of p, except where the contract allows
 //     one (a vm.provision that failed leaves what it created behind; a reboot answered
-//     proxmox_write_unconfirmed cannot be proven by reading; vm.delete's stop_first
+//     proxmox_write_unconfirmed cannot be proven by reading; a failed vm.restore leaves what
+//     it restored, as PVE does; vm.delete's stop_first
 //     stop may have taken effect, only its DELETE must not have);
 //   - vm.snapshot.create succeeded → the snapshot exists, or a delete of it took effect;
 //   - vm.snapshot.delete succeeded → the snapshot is absent, or a create of it took effect
 //     after the answer;
 //   - storage.pbs.create created/already_present → the storage exists with p's datastore;
 //     storage_conflict → it exists with another datastore;
-//   - vm.provision succeeded → the new guest exists, or a DELETE of it took effect;
+//   - vm.provision or vm.restore succeeded → the new guest exists, or a DELETE of it took
+//     effect;
 //   - vm.backup created → the storage lists the backup (output volid);
 //   - vm.migrate ok/already_present → p's own migration to target_node took effect, or (when
 //     it has none) the guest is on target_node at the end, unless another command's migration
@@ -903,7 +911,8 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 		}
 		return true, ""
 	case failedServer(r):
-		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "vm.reboot" && r.Reason == "proxmox_write_unconfirmed" {
+		// a failed provision leaves what it created; so does a failed restore (PVE: "VM state is NOT cleaned up")
+		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "vm.restore" || p.cmd.Verb == "vm.reboot" && r.Reason == "proxmox_write_unconfirmed" {
 			return false, ""
 		}
 		for _, w := range ws {
@@ -948,9 +957,13 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 			return true, fmt.Sprintf("the storage has datastore %q", ds)
 		}
 		return true, ""
-	case "vm.provision":
-		n, _ := d.NewVMID.Int64()
-		if fs.guests[n] || slices.ContainsFunc(effective["delete:"+d.NewVMID.String()], func(w written) bool { return w.rec.Method == http.MethodDelete }) {
+	case "vm.provision", "vm.restore":
+		n := d.NewVMID
+		if p.cmd.Verb == "vm.restore" {
+			n = d.VMID
+		}
+		vmid, _ := n.Int64()
+		if fs.guests[vmid] || slices.ContainsFunc(effective["delete:"+n.String()], func(w written) bool { return w.rec.Method == http.MethodDelete }) {
 			return true, ""
 		}
 		return true, "the guest does not exist and no DELETE of it took effect"

@@ -359,6 +359,7 @@ func TestPlanResource(t *testing.T) {
 	}{
 		{cmd("c", "storage.pbs.create", `{"storage":"s1","datastore":"d"}`, ""), "storage:s1", "create_storage"},
 		{cmd("c", "vm.provision", `{"new_vmid":1001}`, ""), "vm:1001", ""},
+		{cmd("c", "vm.restore", `{"archive":"local:backup/vzdump-qemu-100-2026_11_30-02_00_00.vma.zst","vmid":1002,"target_node":"pve1"}`, ""), "vm:1002", ""},
 		{cmd("c", "vm.snapshot.create", `{"vm":100,"snapshot":"a"}`, ""), "snap:100/a", "create_snapshot"},
 		{cmd("c", "vm.snapshot.delete", `{"vm":200,"snapshot":"a"}`, ""), "snapdel:200/a", "delete_snapshot"},
 		{cmd("c", "vm.reboot", `{"vm":200,"force":true}`, ""), "power:200", "reboot_vm"},
@@ -584,6 +585,7 @@ func TestJudge(t *testing.T) {
 	start := cmd("c", "vm.start", `{"vm":100}`, "")
 	reboot := cmd("c", "vm.reboot", `{"vm":100}`, "")
 	provision := cmd("c", "vm.provision", `{"new_vmid":1001}`, "")
+	restore := cmd("c", "vm.restore", `{"archive":"local:backup/vzdump-qemu-100-2026_11_30-02_00_00.vma.zst","vmid":1001,"target_node":"pve1"}`, "")
 	with := finalState{snapshots: map[int64]map[string]bool{100: {"a": true}}, storages: map[string]string{"s1": "d1"},
 		guests: map[int64]bool{1001: true}}
 	without := finalState{snapshots: map[int64]map[string]bool{100: {}}, storages: map[string]string{}, guests: map[int64]bool{}}
@@ -650,6 +652,10 @@ func TestJudge(t *testing.T) {
 		{"provision 201, no guest", provision, ans(201, "created", ""), nil, nil, without, true, true},
 		{"provision 502: by contract", provision, ans(502, "failed", "relocate_disk_failed"), []written{w("vm:1001", "/x", 0, true)}, nil, without, false, false},
 		{"a read: not judged", cmd("c", "vm.list", `{}`, ""), ans(200, "ok", ""), nil, nil, with, false, false},
+		{"restore 201, guest there", restore, ans(201, "created", ""), nil, nil, with, true, false},
+		{"restore 201, no guest", restore, ans(201, "created", ""), nil, nil, without, true, true},
+		{"restore 502: a failed restore leaves what it restored", restore, ans(502, "failed", "task_failed"), []written{w("vm:1001", "/nodes/pve1/qemu", 0, true)}, nil, with, false, false},
+		{"restore 409 vm_exists, no write", restore, ans(409, "refused", "vm_exists"), nil, nil, with, true, false},
 		{"provision 201, deleted later", provision, ans(201, "created", ""), nil, map[string][]written{"delete:1001": {destroyW}}, without, true, false},
 		{"provision 201, only stopped by a delete", provision, ans(201, "created", ""), nil, map[string][]written{"delete:1001": {stopW}}, without, true, true},
 		{"backup 201, volume listed", backup, out(201, "created", "", `{"volid":"`+volid+`"}`), []written{vzdumpW}, nil, backedUp, true, false},
@@ -910,5 +916,46 @@ func TestPlanExpiryBursts(t *testing.T) {
 	}
 	if newGenerator(3, "t", "canary", 50).plan(2000)[0].expiresIn != 0 {
 		t.Error("a plan without hot guests has an expiring command")
+	}
+}
+
+// TestPlanRestores checks the mix's vm.restore: a few percent, each of a demo backup into a
+// vmid of its own that no provision or other restore uses (a key's replay repeats its
+// command's), on pve1.
+func TestPlanRestores(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{1, 2, 3} {
+		plan := newGenerator(seed, "r", "canary", 80).plan(2000)
+		owner := map[string]string{} // vmid → the data of the command that first made it
+		restores := 0
+		for _, p := range plan {
+			if p.poison != nil || (p.cmd.Verb != "vm.restore" && p.cmd.Verb != "vm.provision") {
+				continue
+			}
+			var d struct {
+				Archive    string      `json:"archive"`
+				VMID       json.Number `json:"vmid"`
+				NewVMID    json.Number `json:"new_vmid"`
+				TargetNode string      `json:"target_node"`
+			}
+			if err := json.Unmarshal(p.cmd.Data, &d); err != nil {
+				t.Fatalf("seed %d: %s: %v", seed, p.cmd.Data, err)
+			}
+			vmid := d.NewVMID.String()
+			if p.cmd.Verb == "vm.restore" {
+				restores++
+				vmid = d.VMID.String()
+				if d.Archive != demoBackupWeb && d.Archive != demoBackupCT || d.TargetNode != "pve1" || p.guest != 0 {
+					t.Errorf("seed %d: %s %s (guest %d)", seed, p.cmd.Verb, p.cmd.Data, p.guest)
+				}
+			}
+			if first, seen := owner[vmid]; seen && p.cmd.IdempotencyKey == "" && first != p.cmd.Verb {
+				t.Errorf("seed %d: vmid %s made by a %s and a %s", seed, vmid, first, p.cmd.Verb)
+			}
+			owner[vmid] = p.cmd.Verb
+		}
+		if restores < 15 || restores > 80 {
+			t.Errorf("seed %d: %d vm.restore of 2000, want about 2%%", seed, restores)
+		}
 	}
 }

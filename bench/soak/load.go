@@ -213,6 +213,8 @@ func (g *generator) next() *planned {
 	case r < 0.91:
 		p.cmd = g.delete(id)
 		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
+	case r < 0.93:
+		p.cmd = g.restore(id)
 	default:
 		p.cmd = g.provision(id)
 	}
@@ -420,6 +422,27 @@ func (g *generator) provision(id string) events.Command {
 	alt := fmt.Sprintf(`{"source":{"template_vmid":%d},"new_vmid":%d,"new_name":"soak-%d-b","target_node":%q,"cloud_init":{"password":%q}}`,
 		src, g.vmid, g.vmid, node, g.canary)
 	return g.command(id, "vm.provision", data, g.maybeGroup("vm.provision", data, alt))
+}
+
+// Demo backups (sim/pve's DemoBackupWeb and DemoBackupCT), in "local" on pve1: the soak
+// restores them and never deletes them.
+const (
+	demoBackupWeb = "local:backup/vzdump-qemu-100-2026_11_30-02_00_00.vma.zst"
+	demoBackupCT  = "local:backup/vzdump-lxc-200-2026_11_30-02_10_00.tar.zst"
+)
+
+// restore restores one of the demo cluster's backups (web-01's, or a quarter of the time
+// ct-pve1's) into a new vmid on pve1 and local-lvm. The restored guests are not the soak's
+// own VMs (no vm.migrate or vm.delete acts on them): a restore is judged by its new vmid alone.
+func (g *generator) restore(id string) events.Command {
+	g.vmid++
+	archive := demoBackupWeb
+	if g.rnd.Float64() < 0.25 {
+		archive = demoBackupCT
+	}
+	data := fmt.Sprintf(`{"archive":%q,"vmid":%d,"target_node":"pve1","storage":"local-lvm"}`, archive, g.vmid)
+	alt := fmt.Sprintf(`{"archive":%q,"vmid":%d,"target_node":"pve1","storage":"local-lvm","start":true}`, archive, g.vmid)
+	return g.command(id, "vm.restore", data, g.maybeGroup("vm.restore", data, alt))
 }
 
 // backup backs a shared power guest up (those never move, so the backup runs on the node the

@@ -21,7 +21,7 @@ var errNotCancelled = errors.New("not cancelled")
 // cancelCmd is `proxbus cancel ID` (contract §4 "Cancel", §10): it finds the command in the
 // commands stream, then, when it has not started, stores the outcome 410 command_cancelled
 // under its identity, so that the replica that next takes it publishes that result and does
-// nothing. A started command whose verb can stop its Proxmox task (vm.backup, vm.migrate,
+// nothing. A started command whose verb can stop its Proxmox task (vm.backup, vm.migrate, vm.restore,
 // vm.provision) has the replica running it stop the task (handlers.CancelCommand); any other
 // started command is finished, not cancelled; a read is not cancelled (it changes nothing).
 // Without --nats-url and --redis-url it works on a running `proxbus dev`.

@@ -30,6 +30,19 @@ type demoCase struct {
 	// decision, "command.approve" or "command.reject", is sent by demoApprover once the
 	// command awaits approval (contract §4b).
 	decision string
+	// keep names the result kept for later cases; dataFrom, when set, makes the data from the
+	// kept results instead of data (a restore of the backup an earlier case made).
+	keep     string
+	dataFrom func(kept map[string]events.Result) string
+}
+
+// demoBackupVolID is the volume id of the backup the kept result name made ("" when none).
+func demoBackupVolID(kept map[string]events.Result, name string) string {
+	var out struct {
+		VolID string `json:"volid"`
+	}
+	_ = json.Unmarshal(kept[name].Output, &out)
+	return out.VolID
 }
 
 // demoApprover is the actor who decides on the tour's commands that need approval; the tour's
@@ -81,10 +94,34 @@ func demoTour(run string, image DemoImage) []demoCase {
 		{title: "roll back to it", verb: "vm.snapshot.rollback", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
 		{title: "delete it", verb: "vm.snapshot.delete", endpoint: 1, data: `{"vm":200,"snapshot":"demo"}`, wantStatus: 200, wantResult: "ok"},
 		{title: "the reserved snapshot name", verb: "vm.snapshot.create", endpoint: 1, data: `{"vm":200,"snapshot":"current"}`, wantStatus: 422, wantResult: "refused", wantReason: "reserved_snapshot_name"},
-		{title: "back up a VM to the PBS storage created above", verb: "vm.backup", endpoint: 1,
+		{title: "back up a VM to the PBS storage created above", verb: "vm.backup", endpoint: 1, keep: "backup",
 			data: `{"vm":"web-01","storage":"pbs-` + run + `","notes_template":"{{guestname}}, from the tour"}`, wantStatus: 201, wantResult: "created"},
 		{title: "back up to a storage without content backup", verb: "vm.backup", endpoint: 1, data: `{"vm":100,"storage":"local-lvm"}`,
 			wantStatus: 409, wantResult: "refused", wantReason: "backup_storage_unavailable"},
+		{title: "list the PBS storage's backups", verb: "vm.backup.list", endpoint: 1, data: `{"storage":"pbs-` + run + `"}`,
+			wantStatus: 200, wantResult: "ok"},
+		{title: "restore the VM backed up above into a new vmid", verb: "vm.restore", endpoint: 1,
+			dataFrom: func(kept map[string]events.Result) string {
+				return fmt.Sprintf(`{"archive":%q,"vmid":320,"target_node":"pve1","storage":"local-lvm"}`, demoBackupVolID(kept, "backup"))
+			}, wantStatus: 201, wantResult: "created"},
+		{title: "restore it again into the same vmid, without force", verb: "vm.restore", endpoint: 1,
+			dataFrom: func(kept map[string]events.Result) string {
+				return fmt.Sprintf(`{"archive":%q,"vmid":320,"target_node":"pve1","storage":"local-lvm"}`, demoBackupVolID(kept, "backup"))
+			}, wantStatus: 409, wantResult: "refused", wantReason: "vm_exists"},
+		{title: "restore a backup that does not exist", verb: "vm.restore", endpoint: 1,
+			data:       `{"archive":"local:backup/vzdump-qemu-100-2020_01_01-00_00_00.vma.zst","vmid":321,"target_node":"pve1"}`,
+			wantStatus: 404, wantResult: "refused", wantReason: "backup_not_found"},
+		{title: "delete a protected backup", verb: "vm.backup.delete", endpoint: 1,
+			data:       `{"volid":"local:backup/vzdump-lxc-200-2026_11_30-02_10_00.tar.zst"}`,
+			wantStatus: 409, wantResult: "refused", wantReason: "backup_protected"},
+		{title: "delete the backup the tour made", verb: "vm.backup.delete", endpoint: 1,
+			dataFrom: func(kept map[string]events.Result) string {
+				return fmt.Sprintf(`{"volid":%q}`, demoBackupVolID(kept, "backup"))
+			}, wantStatus: 200, wantResult: "ok"},
+		{title: "delete it again", verb: "vm.backup.delete", endpoint: 1,
+			dataFrom: func(kept map[string]events.Result) string {
+				return fmt.Sprintf(`{"volid":%q}`, demoBackupVolID(kept, "backup"))
+			}, wantStatus: 200, wantResult: "already_absent"},
 		{title: "plan the provision below (a dry run: nothing is written)", verb: "vm.provision", endpoint: 1, dryRun: true,
 			data:       `{"source":{"template_vmid":8000},"new_vmid":310,"new_name":"demo-310","target_node":"pve2","storage":"local-lvm","memory_mb":2048}`,
 			wantStatus: 200, wantResult: "planned"},
@@ -98,8 +135,8 @@ func demoTour(run string, image DemoImage) []demoCase {
 		{title: "extra NICs while the cloud network is enforced", verb: "vm.provision", endpoint: 1,
 			data:       `{"source":{"template_vmid":9000},"new_vmid":312,"new_name":"demo-312","target_node":"pve1","enforce_cloud_network":true,"extra_networks":[{"index":1,"bridge":"vmbr1"}]}`,
 			wantStatus: 422, wantResult: "refused", wantReason: "extra_networks_locked"},
-		{title: "migrate a VM whose disk is on local storage, without with_local_disks", verb: "vm.migrate", endpoint: 1,
-			data: `{"vm":"web-01","target_node":"pve2"}`, wantStatus: 409, wantResult: "refused", wantReason: "migration_precondition_failed"},
+		{title: "migrate a VM whose disk is on local storage, without with_local_disks (by vmid: the restored copy shares its name)", verb: "vm.migrate", endpoint: 1,
+			data: `{"vm":100,"target_node":"pve2"}`, wantStatus: 409, wantResult: "refused", wantReason: "migration_precondition_failed"},
 		{title: "migrate a VM with PCI passthrough", verb: "vm.migrate", endpoint: 1,
 			data: `{"vm":"db-01","target_node":"pve1","with_local_disks":true}`, wantStatus: 409, wantResult: "refused", wantReason: "migration_precondition_failed"},
 		{title: "live-migrate a running VM off the node about to reboot", verb: "vm.migrate", endpoint: 1,
@@ -165,7 +202,11 @@ func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 	w = &lockedWriter{w: w} // the approver's goroutine prints while the command's steps do
 	run := fmt.Sprint(time.Now().Unix())
 	var failed []string
+	kept := map[string]events.Result{}
 	for i, c := range demoTour(run, image) {
+		if c.dataFrom != nil {
+			c.data = c.dataFrom(kept)
+		}
 		cmd := events.Command{
 			ID: fmt.Sprintf("demo-%s-%02d", run, i+1), Source: "urn:proxbus:demo", Type: "proxbus." + c.verb, Verb: c.verb,
 			EndpointID: c.endpoint, HasEndpointID: c.endpoint != 0, IdempotencyKey: c.idempotencyKey,
@@ -197,6 +238,9 @@ func RunDemo(ctx context.Context, js jetstream.JetStream, subjects events.Subjec
 			fmt.Fprintf(w, "  ✗ expected status %d result %q reason %q replayed %v\n", c.wantStatus, c.wantResult, c.wantReason, c.wantReplayed)
 			failed = append(failed, c.title)
 			continue
+		}
+		if c.keep != "" {
+			kept[c.keep] = res
 		}
 		fmt.Fprintf(w, "  ✓ %d %s\n", res.Status, res.Result)
 	}

@@ -67,27 +67,40 @@ type BackupTarget struct {
 // refused too. A refusal is a *[BackupStorageError]; other errors are the requests' (see the
 // package doc).
 func (c *Client) CheckBackupStorage(ctx context.Context, storage, node string) (BackupTarget, error) {
-	inv, err := c.StorageInventory(ctx)
-	if err != nil {
-		return BackupTarget{}, err
+	t, why, err := c.checkStorageContent(ctx, nil, storage, node, BackupContent, "where the guest is")
+	if why != "" {
+		return BackupTarget{}, &BackupStorageError{Storage: storage, Node: node, Why: why}
 	}
-	refuse := func(format string, args ...any) (BackupTarget, error) {
-		return BackupTarget{}, &BackupStorageError{Storage: storage, Node: node, Why: fmt.Sprintf(format, args...)}
+	return t, err
+}
+
+// checkStorageContent tells whether storage can hold content on node, with the reads of
+// [Client.CheckBackupStorage] (the inventory only when inv is nil): why says what is wrong
+// ("" when it can), where is how a refusal names node ("where the guest is").
+func (c *Client) checkStorageContent(ctx context.Context, inv []StorageStatus, storage, node, content, where string) (BackupTarget, string, error) {
+	if inv == nil {
+		var err error
+		if inv, err = c.StorageInventory(ctx); err != nil {
+			return BackupTarget{}, "", err
+		}
+	}
+	refuse := func(format string, args ...any) (BackupTarget, string, error) {
+		return BackupTarget{}, fmt.Sprintf(format, args...), nil
 	}
 	if i := slices.IndexFunc(inv, func(s StorageStatus) bool { return s.Storage == storage && s.Node == node }); i >= 0 {
 		s := inv[i]
 		switch {
-		case !slices.Contains(s.Content, BackupContent):
-			return refuse("storage '%s' has no content 'backup' (its content: %s); add 'backup' to its content or name a storage that has it",
-				storage, contentList(s.Content))
+		case !slices.Contains(s.Content, content):
+			return refuse("storage '%s' has no content '%s' (its content: %s); add '%s' to its content or name a storage that has it",
+				storage, content, contentList(s.Content), content)
 		case !s.Active:
 			return refuse("storage '%s' is not active on node '%s' (its status in /cluster/resources is not 'available')", storage, node)
 		}
-		return BackupTarget{Storage: storage, Node: node, Type: s.Type, Shared: s.Shared}, nil
+		return BackupTarget{Storage: storage, Node: node, Type: s.Type, Shared: s.Shared}, "", nil
 	}
 	configs, err := c.Storages(ctx)
 	if err != nil {
-		return BackupTarget{}, err
+		return BackupTarget{}, "", err
 	}
 	i := slices.IndexFunc(configs, func(s StorageConfig) bool { return s["storage"] == storage })
 	if i < 0 {
@@ -98,10 +111,10 @@ func (c *Client) CheckBackupStorage(ctx context.Context, storage, node string) (
 	case flatBool(cfg, "disable"):
 		return refuse("storage '%s' is disabled (disable 1 in /storage); enable it or name another storage", storage)
 	case !nodeListed(cfg["nodes"], node):
-		return refuse("storage '%s' is not available on node '%s', where the guest is (its nodes: %s)", storage, node, cfg["nodes"])
-	case !slices.Contains(splitContent(cfg["content"]), BackupContent):
-		return refuse("storage '%s' has no content 'backup' (its content: %s); add 'backup' to its content or name a storage that has it",
-			storage, contentList(splitContent(cfg["content"])))
+		return refuse("storage '%s' is not available on node '%s', %s (its nodes: %s)", storage, node, where, cfg["nodes"])
+	case !slices.Contains(splitContent(cfg["content"]), content):
+		return refuse("storage '%s' has no content '%s' (its content: %s); add '%s' to its content or name a storage that has it",
+			storage, content, contentList(splitContent(cfg["content"])), content)
 	}
 	return refuse("storage '%s' is not listed on node '%s' in /cluster/resources (the node may be offline)", storage, node)
 }
@@ -187,6 +200,12 @@ type BackupVolume struct {
 	Created   time.Time
 	Notes     string // the first line of the notes
 	Protected bool
+	// Type is the backed-up guest's type (PVE's subtype: qemu or lxc); "" when PVE gives
+	// none.
+	Type GuestType
+	// Verified is a PBS backup's last verification state ("ok", "failed"); "" when it was
+	// never verified or the storage is not a PBS.
+	Verified string
 }
 
 // GuestBackups lists the backups of guest vmid in storage as node sees it (GET
@@ -195,38 +214,9 @@ type BackupVolume struct {
 // even if the storage lists them. Errors: see the package doc (PVE answers 500 when the
 // storage does not exist, is disabled or is not available on node).
 func (c *Client) GuestBackups(ctx context.Context, node, storage string, vmid int64) ([]BackupVolume, error) {
-	r := request{
-		method: http.MethodGet,
-		path:   "/nodes/" + url.PathEscape(node) + "/storage/" + url.PathEscape(storage) + "/content",
-		query:  url.Values{"content": {BackupContent}, "vmid": {strconv.FormatInt(vmid, 10)}},
-	}
-	type entry struct {
-		BackupVolume
-		content string
-	}
-	items, err := getList(ctx, c, r, func(it map[string]string) entry {
-		b := BackupVolume{
-			VolID: it["volid"], VMID: flatInt(it, "vmid"), Format: it["format"], Size: flatInt(it, "size"),
-			Notes: it["notes"], Protected: flatBool(it, "protected"),
-		}
-		if t := flatInt(it, "ctime"); t > 0 {
-			b.Created = time.Unix(t, 0).UTC()
-		}
-		return entry{BackupVolume: b, content: it["content"]}
-	})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]BackupVolume, 0, len(items))
-	for _, it := range items {
-		if it.content == BackupContent && it.VMID == vmid && it.VolID != "" {
-			out = append(out, it.BackupVolume)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b BackupVolume) int {
-		return cmp.Or(a.Created.Compare(b.Created), cmp.Compare(a.VolID, b.VolID))
-	})
-	return out, nil
+	out, err := c.Backups(ctx, node, storage, vmid)
+	slices.Reverse(out)
+	return out, err
 }
 
 // backupArchiveLine is the line vzdump logs as it starts writing a guest's archive

@@ -109,6 +109,12 @@ var (
 	wgetRow = regexp.MustCompile(`^\s*(\d+)K ([ .,]*?)\s*(\d{1,3})%`)
 	// wgetSaved is wget's last line: "… (96.2 MB/s) - '/var/lib/vz/…' saved [654311424/654311424]".
 	wgetSaved = regexp.MustCompile(`saved \[(\d+)/(\d+)\]`)
+	// restoreProgress is a restore's progress (qemu-server PVE/QemuServer.pm,
+	// restore_vma_archive and restore_proxmox_backup_archive print what vma extract and
+	// pbs-restore report): "progress 12% (read 1288490188 bytes, duration 3 sec)", or with
+	// ", zeroes = 40% (… bytes)" from pbs-restore. Only the percentage counts: the bytes are
+	// read so far, the archive's size is not in the line.
+	restoreProgress = regexp.MustCompile(`^progress (\d{1,3})% \(read \d+ bytes`)
 )
 
 // wgetDotBytes is one dot of wget's dot:giga style.
@@ -156,6 +162,9 @@ func (p *progressParser) parse(s string) (TaskProgress, bool) {
 			return bytesProgress(max(offsetK*1024+dots*wgetDotBytes, p.length*min(pct, 100)/100), p.length)
 		}
 		return percentProgress(m[3])
+	}
+	if m := restoreProgress.FindStringSubmatch(s); m != nil {
+		return percentProgress(m[1])
 	}
 	if m := wgetSaved.FindStringSubmatch(s); m != nil {
 		done, _ := strconv.ParseInt(m[1], 10, 64)

@@ -139,6 +139,10 @@ func TestProgressParser(t *testing.T) {
 		{"wget without a Length: the percentage", []string{"     0K ........ ........ ........ ........ 32% 40.1M 2s"}, TaskProgress{Done: 32, Total: 100, Unit: ProgressPercent}, true},
 		{"KiB sizes", []string{"transferred 512.0 KiB of 2.0 MiB (25.00%)"}, b(512*kib, 2*mib), true},
 		{"TiB sizes", []string{"drive-scsi0: transferred 1.5 TiB of 2.0 TiB (75.00%) in 1h 3s"}, b(1536*gib, 2048*gib), true},
+		{"restore of a vma archive", []string{"restore vma archive: zstd -q -d -c /var/lib/vz/dump/vzdump-qemu-100.vma.zst | vma extract -v -r /var/tmp/vzdumptmp1.fifo - /var/tmp/vzdumptmp1",
+			"progress 1% (read 343932928 bytes, duration 1 sec)", "progress 12% (read 4127195136 bytes, duration 9 sec)"}, TaskProgress{Done: 12, Total: 100, Unit: ProgressPercent}, true},
+		{"restore from PBS (pbs-restore)", []string{"progress 40% (read 13743895347 bytes, zeroes = 62% (8589934592 bytes), duration 20 sec)"},
+			TaskProgress{Done: 40, Total: 100, Unit: ProgressPercent}, true},
 		{"no progress lines", []string{"VM 100 qmp command 'guest-ping' failed", "TASK OK"}, TaskProgress{}, false},
 		{"unknown unit", []string{"transferred 1.0 XB of 2.0 XB (50.00%)"}, TaskProgress{}, false},
 	}

@@ -32,5 +32,5 @@ func UsedAPI() []APIUse {
 	out = append(out, provisionAPI()...)
 	out = mergeAPI(out, migrateAPI())
 	out = append(out, deleteAPI()...)
-	return mergeAPI(append(out, imageAPI()...), backupAPI())
+	return mergeAPI(mergeAPI(append(out, imageAPI()...), backupAPI()), restoreAPI())
 }

@@ -47,14 +47,20 @@ type backupVol struct {
 	ctime     int64
 	notes     string // all lines; the listing shows the first
 	protected bool
+	// config is the guest's configuration the backup holds (what a restore gets back).
+	config map[string]string
+	// verification is a PBS snapshot's last verification state ("ok", "failed"; "" never
+	// verified), with the verify task's UPID.
+	verification, verifyUPID string
 }
 
 // backupEndpoints are vzdump, the node task list and the storage content listing with
 // backups: the listing of existing (the import and disk volumes, images.go) is kept and
 // extended, so it must be merged after imageEndpoints. The backups live in a store these
-// endpoints share.
+// endpoints share, with the restores and the deletions of backups (restore.go), which wrap
+// the VM creation of existing.
 func (s *Server) backupEndpoints(existing map[string]endpoint) map[string]endpoint {
-	b := &backupStore{s: s, vols: map[string][]*backupVol{}}
+	b := &backupStore{s: s, vols: s.state.backups}
 	inner := existing[contentKey]
 	if inner.fn == nil {
 		inner = endpoint{
@@ -62,7 +68,7 @@ func (s *Server) backupEndpoints(existing map[string]endpoint) map[string]endpoi
 			fn:   func(*call) answer { return ok([]map[string]any{}) },
 		}
 	}
-	return map[string]endpoint{
+	m := map[string]endpoint{
 		"POST /nodes/{node}/vzdump": {
 			perm: func(c *call) (string, string) { return "/vms/" + c.params.Get("vmid"), privVMBackup },
 			fn:   b.vzdump,
@@ -73,6 +79,8 @@ func (s *Server) backupEndpoints(existing map[string]endpoint) map[string]endpoi
 			fn:   s.getNodeTasks,
 		},
 	}
+	maps.Copy(m, b.restoreEndpoints(existing)) // restore.go: restores and deletions of backups
+	return m
 }
 
 // backupKey keys a storage's backups as node sees them; Server.mu is held.
@@ -131,6 +139,10 @@ func (v *backupVol) json() map[string]any {
 	}
 	if v.protected {
 		m["protected"] = 1
+	}
+	if v.verification != "" {
+		// pve-storage src/PVE/Storage/PBSPlugin.pm, list_volumes: PBS's verification object as is
+		m["verification"] = map[string]any{"state": v.verification, "upid": v.verifyUPID}
 	}
 	return m
 }
@@ -417,7 +429,7 @@ func (j *vzdumpJob) plan(m map[string]string, storage string) {
 func (j *vzdumpJob) volume() *backupVol {
 	return &backupVol{
 		volid: j.volid, vmid: j.g.vmid, subtype: j.typeName, format: j.format, size: max(j.archive, 1),
-		ctime: j.start.Unix(), notes: j.notes, protected: j.req.protected,
+		ctime: j.start.Unix(), notes: j.notes, protected: j.req.protected, config: maps.Clone(j.g.config),
 	}
 }
 

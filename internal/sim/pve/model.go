@@ -67,9 +67,10 @@ type cluster struct {
 	tasks    []*task                      // every task, oldest first
 	pid      int64                        // last worker pid handed out
 
-	storageStatus map[string]string   // "storage/node" → status in /cluster/resources (absent: available)
-	moveFaults    map[string][]string // "vmid/disk" → exit statuses of its next move_disk tasks
-	ciPasswords   map[int64]string    // vmid → sha256 hex of the Cloud-Init password (config shows a mask)
+	storageStatus map[string]string       // "storage/node" → status in /cluster/resources (absent: available)
+	moveFaults    map[string][]string     // "vmid/disk" → exit statuses of its next move_disk tasks
+	ciPasswords   map[int64]string        // vmid → sha256 hex of the Cloud-Init password (config shows a mask)
+	backups       map[string][]*backupVol // backupKey(storage, node) → backups, oldest first (backup.go)
 }
 
 // newCluster builds the state of a scenario.
@@ -86,6 +87,7 @@ func newCluster(scenario string) *cluster {
 		storageStatus: map[string]string{},
 		moveFaults:    map[string][]string{},
 		ciPasswords:   map[int64]string{},
+		backups:       map[string][]*backupVol{},
 	}
 	for _, n := range []string{"pve1", "pve2", "pve3"} {
 		c.nodes = append(c.nodes, node{name: n, status: "online", maxCPU: 16, maxMem: 64 << 30})
@@ -97,6 +99,7 @@ func newCluster(scenario string) *cluster {
 		for _, g := range demoGuests(time.Now()) {
 			c.guests[g.vmid] = g
 		}
+		c.backups = demoBackups(c.guests)
 	}
 	return c
 }

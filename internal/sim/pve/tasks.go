@@ -55,11 +55,17 @@ func (s *Server) startTask(c *call, g *guest, typ, configLock, failure string, e
 
 // startLoggedTask is startTask for a task that writes log lines as it runs (see task.log).
 func (s *Server) startLoggedTask(c *call, g *guest, typ, configLock, failure string, effect func(t time.Time), log func(frac float64) []string) answer {
+	return s.startTaskAs(c, g, strconv.FormatInt(g.vmid, 10), typ, configLock, failure, effect, log)
+}
+
+// startTaskAs is startLoggedTask for a task whose worker id is id rather than g's vmid (a
+// volume's deletion, "100@local").
+func (s *Server) startTaskAs(c *call, g *guest, id, typ, configLock, failure string, effect func(t time.Time), log func(frac float64) []string) answer {
 	now := time.Now()
 	s.state.pid++
 	u := proxmox.UPID{
 		Node: g.node, PID: s.state.pid, PStart: 0x00123456 + s.state.pid, StartTime: now.Truncate(time.Second).UTC(),
-		Type: typ, ID: strconv.FormatInt(g.vmid, 10), User: c.tokenID,
+		Type: typ, ID: id, User: c.tokenID,
 	}
 	t := &task{upid: u.String(), node: g.node, typ: typ, vmid: g.vmid, user: c.tokenID, end: now.Add(s.taskDur), effect: effect, guest: g, log: log, begun: now}
 	key := faultKey(g.node, g.vmid)

@@ -14,6 +14,19 @@ var methods = map[string]Method{
 	"GET /nodes": {
 		Params: map[string]Schema{},
 	},
+	"POST /nodes/{node}/lxc": {
+		Params: map[string]Schema{
+			"bwlimit":    {Type: "number", Minimum: num(0), Optional: true},
+			"force":      {Type: "boolean", Optional: true},
+			"node":       {Type: "string", Format: "pve-node"},
+			"ostemplate": {Type: "string", MaxLength: 255},
+			"restore":    {Type: "boolean", Optional: true},
+			"start":      {Type: "boolean", Optional: true},
+			"storage":    {Type: "string", Format: "pve-storage-id", Optional: true},
+			"unique":     {Type: "boolean", Optional: true, Requires: "restore"},
+			"vmid":       {Type: "integer", Format: "pve-vmid", Minimum: num(100), Maximum: num(999999999)},
+		},
+	},
 	"DELETE /nodes/{node}/lxc/{vmid}": {
 		Params: map[string]Schema{
 			"destroy-unreferenced-disks": {Type: "boolean", Optional: true},
@@ -113,9 +126,11 @@ var methods = map[string]Method{
 				"guest-fsfreeze":      {Alias: "freeze-fs"},
 				"type":                {Type: "string", Enum: []string{"virtio", "isa"}, Optional: true},
 			}, Optional: true},
+			"archive":     {Type: "string", MaxLength: 255, Optional: true},
 			"balloon":     {Type: "integer", Minimum: num(0), Optional: true},
 			"bios":        {Type: "string", Enum: []string{"seabios", "ovmf"}, Optional: true},
 			"boot":        {Type: "string", Format: "pve-qm-boot", Optional: true},
+			"bwlimit":     {Type: "integer", Minimum: num(0), Optional: true},
 			"cipassword":  {Type: "string", Optional: true},
 			"citype":      {Type: "string", Enum: []string{"configdrive2", "nocloud", "opennebula"}, Optional: true},
 			"ciuser":      {Type: "string", Optional: true},
@@ -132,6 +147,7 @@ var methods = map[string]Method{
 				"size":              {Type: "string", Format: "disk-size", Optional: true},
 				"volume":            {Alias: "file"},
 			}, Optional: true},
+			"force": {Type: "boolean", Optional: true, Requires: "archive"},
 			"ide[n]": {Type: "string", Properties: map[string]Schema{
 				"aio":                {Type: "string", Enum: []string{"native", "threads", "io_uring"}, Optional: true},
 				"backup":             {Type: "boolean", Optional: true},
@@ -329,6 +345,7 @@ var methods = map[string]Method{
 			"start":        {Type: "boolean", Optional: true},
 			"storage":      {Type: "string", Format: "pve-storage-id", Optional: true},
 			"tags":         {Type: "string", Format: "pve-tag-list", Optional: true},
+			"unique":       {Type: "boolean", Optional: true, Requires: "archive"},
 			"vga": {Type: "string", Properties: map[string]Schema{
 				"clipboard": {Type: "string", Enum: []string{"vnc"}, Optional: true},
 				"memory":    {Type: "integer", Minimum: num(4), Maximum: num(512), Optional: true},
@@ -633,6 +650,13 @@ var methods = map[string]Method{
 			"node":    {Type: "string", Format: "pve-node"},
 			"storage": {Type: "string", Format: "pve-storage-id"},
 			"vmid":    {Type: "integer", Format: "pve-vmid", Minimum: num(100), Maximum: num(999999999), Optional: true},
+		},
+	},
+	"DELETE /nodes/{node}/storage/{storage}/content/{volume}": {
+		Params: map[string]Schema{
+			"node":    {Type: "string", Format: "pve-node"},
+			"storage": {Type: "string", Format: "pve-storage-id", Optional: true},
+			"volume":  {Type: "string"},
 		},
 	},
 	"POST /nodes/{node}/storage/{storage}/download-url": {
