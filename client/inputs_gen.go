@@ -102,6 +102,26 @@ type VMBackup struct {
 // VerbName implements [Input]: "vm.backup".
 func (VMBackup) VerbName() string { return "vm.backup" }
 
+// VMBackupDelete is the data of vm.backup.delete (docs/asyncapi.yaml components.schemas.VmBackupDeleteData).
+type VMBackupDelete struct {
+	// VolID: The backup's volume id, as `vm.backup` and `vm.backup.list` give it. Required.
+	VolID string `json:"volid"`
+}
+
+// VerbName implements [Input]: "vm.backup.delete".
+func (VMBackupDelete) VerbName() string { return "vm.backup.delete" }
+
+// VMBackupList is the data of vm.backup.list (docs/asyncapi.yaml components.schemas.VmBackupListData).
+type VMBackupList struct {
+	// Storage: Required.
+	Storage string `json:"storage"`
+	// VM: Only this guest's backups (a vmid, also of a guest that no longer exists, or a name).
+	VM string `json:"vm,omitempty"`
+}
+
+// VerbName implements [Input]: "vm.backup.list".
+func (VMBackupList) VerbName() string { return "vm.backup.list" }
+
 // VMConfigGet is the data of vm.config.get (docs/asyncapi.yaml components.schemas.GuestData).
 type VMConfigGet struct {
 	// VM: A guest, QEMU VM or LXC container, by vmid (number or numeric string) or by name. Required.
@@ -209,6 +229,34 @@ type VMReboot struct {
 
 // VerbName implements [Input]: "vm.reboot".
 func (VMReboot) VerbName() string { return "vm.reboot" }
+
+// VMRestore is the data of vm.restore (docs/asyncapi.yaml components.schemas.VmRestoreData).
+type VMRestore struct {
+	// Archive: The backup's volume id, `<storage>:backup/vm/<vmid>/<time>` (PBS) or
+	// `<storage>:backup/vzdump-qemu-<vmid>-…` / `vzdump-lxc-…` (a file storage); its name says
+	// whether it is a VM's or a container's. Required.
+	Archive string `json:"archive"`
+	// VMID: The guest to restore into (a new one; an existing one only with `force`). Required.
+	VMID int64 `json:"vmid"`
+	// TargetNode: The node to restore on; the archive's storage must list it there. Required.
+	TargetNode string `json:"target_node"`
+	// Storage: Where the volumes go (content `images` for a VM, `rootdir` for a container). Absent, a
+	// VM's volumes go back to the storages they were on and a container's to `local`.
+	Storage string `json:"storage,omitempty"`
+	// Unique: Give the guest new MAC addresses. Default true.
+	Unique *bool `json:"unique,omitempty"`
+	// Start: Start the guest once restored. Default false.
+	Start *bool `json:"start,omitempty"`
+	// Force: Overwrite the guest of that vmid (stopped, unprotected, on `target_node`, of the backup's
+	// type); an approval candidate. Default false.
+	Force *bool `json:"force,omitempty"`
+	// BandwidthLimitKiB: The restore's I/O limit in KiB/s (PVE's `bwlimit`; 0 is unlimited). Absent,
+	// the datacenter's or the storage's restore limit applies.
+	BandwidthLimitKiB *int64 `json:"bandwidth_limit_kib,omitempty"`
+}
+
+// VerbName implements [Input]: "vm.restore".
+func (VMRestore) VerbName() string { return "vm.restore" }
 
 // VMResume is the data of vm.resume (docs/asyncapi.yaml components.schemas.GuestData).
 type VMResume struct {
@@ -362,6 +410,10 @@ func NewInput(verb string) (Input, bool) {
 		return &StoragePBSCreate{}, true
 	case "vm.backup":
 		return &VMBackup{}, true
+	case "vm.backup.delete":
+		return &VMBackupDelete{}, true
+	case "vm.backup.list":
+		return &VMBackupList{}, true
 	case "vm.config.get":
 		return &VMConfigGet{}, true
 	case "vm.delete":
@@ -374,6 +426,8 @@ func NewInput(verb string) (Input, bool) {
 		return &VMProvision{}, true
 	case "vm.reboot":
 		return &VMReboot{}, true
+	case "vm.restore":
+		return &VMRestore{}, true
 	case "vm.resume":
 		return &VMResume{}, true
 	case "vm.snapshot.create":
@@ -403,12 +457,15 @@ func Verbs() []string {
 		"node.reboot",
 		"storage.pbs.create",
 		"vm.backup",
+		"vm.backup.delete",
+		"vm.backup.list",
 		"vm.config.get",
 		"vm.delete",
 		"vm.list",
 		"vm.migrate",
 		"vm.provision",
 		"vm.reboot",
+		"vm.restore",
 		"vm.resume",
 		"vm.snapshot.create",
 		"vm.snapshot.delete",
