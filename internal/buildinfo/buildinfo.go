@@ -1,9 +1,10 @@
 // Package buildinfo says which build of proxbus is running: its version and the commit it was
 // built from, for `proxbus version` and the proxbus_build_info metric.
 //
-// A release build (`go build -trimpath -buildvcs=true -ldflags="-s -w"` in a checkout, as
-// deploy/package does) carries both in the binary's build information; a version given with
-// -ldflags "-X github.com/proxbus/proxbus/internal/buildinfo.version=…" takes precedence.
+// A build in a git clone carries both in the binary's build information (Go's VCS stamping; not
+// in a git worktree, whose .git is a file). A version and commit given with -ldflags
+// "-X github.com/proxbus/proxbus/internal/buildinfo.version=… -X ….commit=…", as
+// deploy/package's release build does, take precedence.
 package buildinfo
 
 import (
@@ -12,8 +13,10 @@ import (
 	"strings"
 )
 
-// version is set with -ldflags "-X github.com/proxbus/proxbus/internal/buildinfo.version=…".
-var version = ""
+// version and commit are set with -ldflags "-X github.com/proxbus/proxbus/internal/buildinfo.version=…"
+// (and ….commit=…, 12 hex digits and "+dirty" for a modified tree); each, when set, replaces
+// what the build information says.
+var version, commit = "", ""
 
 // Info is what a binary says about its build.
 type Info struct {
@@ -36,6 +39,9 @@ func Read() Info {
 	i := FromBuildInfo(bi)
 	if version != "" {
 		i.Version = version
+	}
+	if commit != "" {
+		i.Commit = commit
 	}
 	return i
 }
