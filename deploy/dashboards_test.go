@@ -30,21 +30,37 @@ func exportedNames() []string {
 }
 
 // dashboardExprs returns the PromQL of every panel of grafana/proxbus.json, checking on the
-// way that panel ids are unique and every panel but a row queries something.
+// way what Grafana needs to import it: unique panel ids, core panel types on the 24-column
+// grid, every panel but a row querying something through the Prometheus picked on import.
 func dashboardExprs(t *testing.T) []string {
 	t.Helper()
 	raw, err := os.ReadFile("grafana/proxbus.json")
 	if err != nil {
 		t.Fatal(err)
 	}
+	type datasource struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	}
+	type variable struct {
+		Name  string `json:"name"`
+		Type  string `json:"type"`
+		Query string `json:"query"`
+	}
 	var d struct {
-		UID    string `json:"uid"`
+		UID        string `json:"uid"`
+		Templating struct {
+			List []variable `json:"list"`
+		} `json:"templating"`
 		Panels []struct {
-			ID      int    `json:"id"`
-			Type    string `json:"type"`
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
+			ID         int        `json:"id"`
+			Type       string     `json:"type"`
+			Title      string     `json:"title"`
+			Datasource datasource `json:"datasource"`
+			GridPos    struct{ H, W, X, Y int }
+			Targets    []struct {
+				Expr       string     `json:"expr"`
+				Datasource datasource `json:"datasource"`
 			} `json:"targets"`
 		} `json:"panels"`
 	}
@@ -54,6 +70,11 @@ func dashboardExprs(t *testing.T) []string {
 	if d.UID == "" {
 		t.Error("grafana/proxbus.json: no uid (links and provisioning need one)")
 	}
+	// The Prometheus is chosen on import: a datasource variable every query uses.
+	const dsVar = "${datasource}"
+	if !slices.Contains(d.Templating.List, variable{Name: "datasource", Type: "datasource", Query: "prometheus"}) {
+		t.Error("grafana/proxbus.json: no datasource variable of type prometheus")
+	}
 	ids := map[int]bool{}
 	var exprs []string
 	for _, p := range d.Panels {
@@ -61,10 +82,25 @@ func dashboardExprs(t *testing.T) []string {
 			t.Errorf("panel %q: id %d used twice", p.Title, p.ID)
 		}
 		ids[p.ID] = true
-		if p.Type != "row" && len(p.Targets) == 0 {
+		if p.GridPos.W <= 0 || p.GridPos.H <= 0 || p.GridPos.X+p.GridPos.W > 24 {
+			t.Errorf("panel %q: gridPos %+v outside the 24-column grid", p.Title, p.GridPos)
+		}
+		if !slices.Contains([]string{"row", "stat", "table", "timeseries"}, p.Type) {
+			t.Errorf("panel %q: type %q is not a core panel this test knows", p.Title, p.Type)
+		}
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
 			t.Errorf("panel %q queries nothing", p.Title)
 		}
+		if p.Datasource.UID != dsVar {
+			t.Errorf("panel %q: datasource %+v, want the %s variable", p.Title, p.Datasource, dsVar)
+		}
 		for _, tg := range p.Targets {
+			if tg.Datasource.UID != dsVar {
+				t.Errorf("panel %q: a query's datasource %+v, want the %s variable", p.Title, tg.Datasource, dsVar)
+			}
 			exprs = append(exprs, tg.Expr)
 		}
 	}
