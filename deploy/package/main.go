@@ -13,7 +13,8 @@
 // The package holds the binary (/usr/bin/proxbus), the hardened unit of deploy/systemd with a
 // drop-in that runs /usr/bin/proxbus as the system user proxbus, the sample
 // /etc/proxbus/proxbus.env and /etc/proxbus/credentials/endpoints.yaml (configuration files
-// dpkg keeps on upgrade), and maintainer scripts that create the user and an empty
+// dpkg keeps on upgrade), the Grafana dashboard and the Prometheus alert rules of deploy/
+// (/usr/share/proxbus/), and maintainer scripts that create the user and an empty
 // /etc/proxbus/credentials/netbox-token; the service is not started: its configuration
 // needs filling first. It is its own module so nfpm's dependencies stay out of proxbus's.
 package main
@@ -151,6 +152,10 @@ func Info(root, binary, version, arch string) *nfpm.Info {
 					FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 				{Destination: "/etc/proxbus", Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Mode: 0o755}},
 				{Destination: "/etc/proxbus/credentials", Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Mode: 0o700}},
+				{Source: filepath.Join(root, "deploy", "grafana", "proxbus.json"), Destination: "/usr/share/proxbus/grafana/proxbus.json",
+					FileInfo: &files.ContentFileInfo{Mode: 0o644}},
+				{Source: filepath.Join(root, "deploy", "prometheus", "alerts.yml"), Destination: "/usr/share/proxbus/prometheus/alerts.yml",
+					FileInfo: &files.ContentFileInfo{Mode: 0o644}},
 				conf(filepath.Join(root, "deploy", "systemd", "proxbus.env"), "/etc/proxbus/proxbus.env", 0o600),
 				conf(filepath.Join(pkg, "endpoints.yaml"), "/etc/proxbus/credentials/endpoints.yaml", 0o600),
 			},

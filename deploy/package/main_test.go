@@ -11,7 +11,8 @@ import (
 
 // TestPackage packs a stand-in binary and reads the .deb back with dpkg-deb: the binary, the
 // unit and its drop-in running /usr/bin/proxbus as the proxbus user, the sample configuration
-// as configuration files, and the maintainer scripts that make the user and the secret files.
+// as configuration files, the dashboard and alert rules, and the maintainer scripts that make
+// the user and the secret files.
 func TestPackage(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
@@ -42,6 +43,8 @@ func TestPackage(t *testing.T) {
 		"drwx------ root/root .* ./etc/proxbus/credentials/\n",
 		"-rw------- root/root .* ./etc/proxbus/proxbus.env\n",
 		"-rw------- root/root .* ./etc/proxbus/credentials/endpoints.yaml\n",
+		" ./usr/share/proxbus/grafana/proxbus.json\n",
+		" ./usr/share/proxbus/prometheus/alerts.yml\n",
 	} {
 		if !regexp.MustCompile(want).MatchString(contents) {
 			t.Errorf("the package lacks %q:\n%s", want, contents)
