@@ -14,6 +14,7 @@ if [[ "${1:-}" == "--short" ]]; then
 	go -C bench run ./taskpoll -short
 	go -C bench run ./fleet -short
 	go -C bench run ./console -short
+	go -C bench run ./durability -short
 	exit 0
 fi
 out="${1:-bench-results}"
@@ -26,6 +27,7 @@ go -C bench run ./slow | tee "$out/slow.md"
 go -C bench run ./taskpoll | tee "$out/taskpoll.md"
 go -C bench run ./fleet | tee "$out/fleet.md" # fleet scale: about 32 minutes of the run
 go -C bench run ./console | tee "$out/console.md"
+go -C bench run ./durability | tee "$out/durability.md"
 go -C bench test -run '^$' -bench Startup -benchtime 10x ./startup | tee "$out/startup.txt"
 go test -run '^$' -bench 'Emit|Decode|Prepare|Fingerprint|Published' -benchmem -count 3 ./events ./internal/proxmox ./handlers ./internal/metrics | tee "$out/micro.txt"
 go -C bench run ./throughput -n 3000 -rounds 1 -c 8 -only proxbus -cpuprofile "$out/cpu.pprof" -memprofile "$out/mem.pprof"

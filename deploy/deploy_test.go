@@ -203,9 +203,9 @@ func readEnvFile(t *testing.T, path string) map[string]string {
 	return env
 }
 
-// TestComposeStack checks docker-compose.yml: three NATS nodes of one cluster, Redis with AOF,
-// three proxbus replicas, both simulators, the stream job, files that exist, R3 streams, and
-// secrets only in env files.
+// TestComposeStack checks docker-compose.yml: three NATS nodes of one cluster, Redis with an
+// AOF fsynced on every write, three proxbus replicas, both simulators, the stream job, files
+// that exist, R3 streams, and secrets only in env files.
 func TestComposeStack(t *testing.T) {
 	t.Parallel()
 	var c composeFile
@@ -221,8 +221,8 @@ func TestComposeStack(t *testing.T) {
 			}
 		case strings.HasPrefix(s.Image, "redis:"):
 			count["redis"] = append(count["redis"], name)
-			if !strings.Contains(args, "--appendonly yes") {
-				t.Errorf("%s: command %q, want --appendonly yes", name, args)
+			if !strings.Contains(args, "--appendonly yes") || !strings.Contains(args, "--appendfsync always") {
+				t.Errorf("%s: command %q, want --appendonly yes --appendfsync always", name, args)
 			}
 		case args == "serve":
 			count["proxbus"] = append(count["proxbus"], name)

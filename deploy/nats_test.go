@@ -403,8 +403,8 @@ func TestNATSAccountPermissions(t *testing.T) {
 }
 
 // TestNATSClusterConfigParses checks that nats/cluster.conf (with accounts.conf) is a valid
-// server configuration: JetStream and a three-route cluster. Not parallel: it sets the
-// password variables in the environment.
+// server configuration: JetStream fsyncing every write, and a three-route cluster. Not
+// parallel: it sets the password variables in the environment.
 func TestNATSClusterConfigParses(t *testing.T) {
 	for _, v := range natsPasswordVariables(t) {
 		t.Setenv(v, "x")
@@ -415,6 +415,9 @@ func TestNATSClusterConfigParses(t *testing.T) {
 	}
 	if !opts.JetStream {
 		t.Error("JetStream is not enabled")
+	}
+	if !opts.SyncAlways {
+		t.Error("JetStream does not fsync every write: want sync_interval: always (docs/operations.md \"Durability\")")
 	}
 	if len(opts.Routes) != 3 {
 		t.Errorf("%d routes, want 3", len(opts.Routes))

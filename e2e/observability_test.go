@@ -129,6 +129,12 @@ func TestMetricsAfterACommand(t *testing.T) {
 		{"proxbus_events_published_total", []string{"kind=result", "duplicate=false"}, 1},
 		{"proxbus_commands_in_flight", nil, 0},
 		{"proxbus_journal_repairs_pending", nil, 0},
+		{"proxbus_build_info", nil, 1},
+		{"proxbus_consumer_ready", nil, 1},
+		{"proxbus_dependency_up", []string{"dependency=netbox"}, 1},
+		{"proxbus_dependency_up", []string{"dependency=proxmox/1"}, 1},
+		{"proxbus_approvals_pending", nil, 0},
+		{"proxbus_commands_waiting", nil, 0},
 	}
 	for _, c := range checks {
 		v, ok := metricValue(text, c.name, c.labels...)

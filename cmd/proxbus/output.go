@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/term"
+
+	"github.com/proxbus/proxbus/internal/buildinfo"
 )
 
 // outputFormat is how a client command prints what it found: human lines (text, the default)
@@ -117,6 +119,7 @@ func isTerminal(w io.Writer) bool {
 // versionInfo is `proxbus version --output json`.
 type versionInfo struct {
 	Version string `json:"version"`
+	Commit  string `json:"commit,omitempty"`
 	Go      string `json:"go"`
 	OS      string `json:"os"`
 	Arch    string `json:"arch"`
@@ -132,7 +135,8 @@ func (c *versionCmd) Run(e *cliEnv) error {
 		return err
 	}
 	if format == outputJSON {
-		return writeJSONLine(e.stdout, versionInfo{Version: versionString(), Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH})
+		bi := buildinfo.Read()
+		return writeJSONLine(e.stdout, versionInfo{Version: bi.Version, Commit: bi.Commit, Go: runtime.Version(), OS: runtime.GOOS, Arch: runtime.GOARCH})
 	}
 	_, err = fmt.Fprintln(e.stdout, "proxbus", versionString())
 	return err

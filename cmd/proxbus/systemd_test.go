@@ -10,12 +10,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/proxbus/proxbus/internal/app"
+	"github.com/proxbus/proxbus/internal/testenv"
 )
 
 // unprivilegedUID is the user TestSystemdUnitRunsUnprivileged runs the unit's ExecStart as,
@@ -28,14 +30,61 @@ const unprivilegedUID = 65534
 // directory holding a copy of every LoadCredential= source, owned by that user, 0400, as
 // systemd lays it out) while the installed /etc/proxbus stays root-only (0700): the replica
 // must become ready. The old unit, which pointed serve at /etc/proxbus/endpoints.yaml, fails
-// here: the dynamic user cannot read it.
+// here: the dynamic user cannot read it. The second case is the Debian package's layout
+// (deploy/package): the unit with the package's drop-in (ExecStart=/usr/bin/proxbus, its
+// pve-token credential) and its sample endpoints.yaml, filled in as an operator would (the
+// URL and token id of the cluster, the two secret files).
 func TestSystemdUnitRunsUnprivileged(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a process as another user")
 	}
 	bin := buildProxbus(t)
 	env, r := devInfra(t)
+	unitRaw, err := os.ReadFile("../../deploy/systemd/proxbus.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropIn, err := os.ReadFile("../../deploy/package/files/package.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	packagedEndpoints, err := os.ReadFile("../../deploy/package/files/endpoints.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		unit string
+		exe  string // the unit's ExecStart binary
+		// secret is the credential file of the Proxmox token secret; endpoints writes the
+		// endpoints file with the simulator's URL, whose secret is at creds/secret.
+		secret    string
+		endpoints func(creds string) string
+	}{
+		{"the unit", strings.Replace(string(unitRaw), "#LoadCredential=pve-lab:", "LoadCredential=pve-lab:", 1), "/usr/local/bin/proxbus", "pve-lab",
+			func(creds string) string {
+				return fmt.Sprintf("endpoints:\n  - id: 1\n    name: lab\n    urls: [%s]\n    token_id: %q\n    token_secret_file: %s\n",
+					env.PVEURL, app.DemoPVETokenID, filepath.Join(creds, "pve-lab"))
+			}},
+		{"the Debian package", string(unitRaw) + "\n" + string(dropIn), "/usr/bin/proxbus", "pve-token",
+			func(creds string) string {
+				s := regexp.MustCompile(`(?m)^    urls: .*$`).ReplaceAllString(string(packagedEndpoints), "    urls: ["+env.PVEURL+"]")
+				s = regexp.MustCompile(`(?m)^    token_id: .*$`).ReplaceAllString(s, "    token_id: "+app.DemoPVETokenID)
+				return strings.ReplaceAll(s, "/run/credentials/proxbus.service", creds)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			runUnitUnprivileged(t, bin, tt.unit, tt.exe, tt.secret, tt.endpoints, env, r)
+		})
+	}
+}
 
+// runUnitUnprivileged installs the files unit reads under a temporary root, runs its
+// ExecStart (which must name exe) as [unprivilegedUID] with the environment the unit gives it,
+// and waits for /readyz to answer 200, then for a clean exit after SIGTERM.
+func runUnitUnprivileged(t *testing.T, bin, unit, exe, secretName string, endpointsFile func(creds string) string, env *app.DevEnv, r *testenv.Redis) {
+	t.Helper()
 	// A root dir the unprivileged user may traverse, with the binary and the installed layout.
 	root, err := os.MkdirTemp("", "proxbus-systemd-*")
 	if err != nil {
@@ -43,27 +92,19 @@ func TestSystemdUnitRunsUnprivileged(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
 	must(t, os.Chmod(root, 0o755))
-	exe := filepath.Join(root, "proxbus")
-	copyFile(t, bin, exe, 0o755)
+	installed := filepath.Join(root, "proxbus")
+	copyFile(t, bin, installed, 0o755)
 	etc := filepath.Join(root, "etc", "proxbus")
 	must(t, os.MkdirAll(filepath.Join(etc, "credentials"), 0o700))
 	must(t, os.Chmod(etc, 0o700))
 	creds := filepath.Join(root, "run", "credentials", "proxbus.service")
 	must(t, os.MkdirAll(creds, 0o755))
 
-	unitRaw, err := os.ReadFile("../../deploy/systemd/proxbus.service")
-	if err != nil {
-		t.Fatal(err)
-	}
-	unit := strings.ReplaceAll(string(unitRaw), "/etc/proxbus", etc)
+	unit = strings.ReplaceAll(unit, "/etc/proxbus", etc)
 	// The installed files: the endpoints file (its token secret a credential too), the token.
-	secret := filepath.Join(etc, "credentials", "pve-lab")
-	must(t, os.WriteFile(secret, []byte(app.DemoPVESecret+"\n"), 0o600))
-	endpoints := fmt.Sprintf("endpoints:\n  - id: 1\n    name: lab\n    urls: [%s]\n    token_id: %q\n    token_secret_file: %s\n",
-		env.PVEURL, app.DemoPVETokenID, filepath.Join(creds, "pve-lab"))
-	must(t, os.WriteFile(filepath.Join(etc, "credentials", "endpoints.yaml"), []byte(endpoints), 0o600))
+	must(t, os.WriteFile(filepath.Join(etc, "credentials", secretName), []byte(app.DemoPVESecret+"\n"), 0o600))
+	must(t, os.WriteFile(filepath.Join(etc, "credentials", "endpoints.yaml"), []byte(endpointsFile(creds)), 0o600))
 	must(t, os.WriteFile(filepath.Join(etc, "credentials", "netbox-token"), []byte(app.DemoNetBoxToken+"\n"), 0o600))
-	unit = strings.Replace(unit, "#LoadCredential=pve-lab:", "LoadCredential=pve-lab:", 1)
 	// The sample environment file, with this test's services.
 	sample, err := os.ReadFile("../../deploy/systemd/proxbus.env")
 	if err != nil {
@@ -91,10 +132,10 @@ func TestSystemdUnitRunsUnprivileged(t *testing.T) {
 	vars["PROXBUS_HTTP_ADDR"] = httpAddr // the unit's 127.0.0.1:9090 may be taken on this machine
 
 	args := strings.Fields(execStart)
-	if args[0] != "/usr/local/bin/proxbus" {
-		t.Fatalf("ExecStart %q: not the installed binary", execStart)
+	if args[0] != exe {
+		t.Fatalf("ExecStart %q: not the installed binary %s", execStart, exe)
 	}
-	cmd := exec.Command(exe, args[1:]...)
+	cmd := exec.Command(installed, args[1:]...)
 	for k, v := range vars {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/internal/buildinfo"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/console"
 	"github.com/proxbus/proxbus/internal/endpointset"
@@ -252,15 +253,26 @@ func Serve(ctx context.Context, cfg Config) error {
 		defer cancel()
 		_ = tr.Shutdown(sctx)
 	}()
-	var st *store.Store // set below; read only at scrape time
-	m := metrics.New(metrics.Options{Verbs: registry.Names(), PendingRepairs: func(ctx context.Context) (int, error) {
-		reps, err := st.PendingRepairs(ctx)
-		return len(reps), err
-	}})
 	// The tracker's lines carry dependency names, operation templates, statuses and fixed
 	// texts only (never an error text or a header), so the secrets known before the Proxmox
 	// clients exist are all it needs redacted.
 	tracker := health.New(serveLogger(cfg.LogHandler, cfg.baseSecrets()).With("instance", cfg.Instance), time.Now)
+	var st *store.Store                             // set below; read only at scrape time
+	var consuming atomic.Pointer[consumer.Consumer] // set once the consumer exists
+	m := metrics.New(metrics.Options{Verbs: registry.Names(), Build: buildinfo.Read(), Dependencies: tracker.Usable,
+		PendingRepairs: func(ctx context.Context) (int, error) {
+			reps, err := st.PendingRepairs(ctx)
+			return len(reps), err
+		},
+		PendingApprovals: func(ctx context.Context) (int, time.Time, error) {
+			aps, err := st.PendingApprovals(ctx)
+			if err != nil || len(aps) == 0 {
+				return 0, time.Time{}, err
+			}
+			return len(aps), aps[0].RequestedAt, nil // oldest first
+		},
+		ConsumerReady: func() bool { c := consuming.Load(); return c != nil && c.Ready() },
+	})
 	tracker.Register(health.Dependency{Name: "netbox", What: "NetBox", Fix: "fix " + flagNetBoxToken + " or the token's permissions in NetBox"})
 	for _, ep := range cfg.Endpoints {
 		tracker.Register(health.Dependency{Name: endpointCheckName(ep.ID), What: "Proxmox " + endpointName(ep),
@@ -440,6 +452,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	consuming.Store(cons)
 
 	mux := http.NewServeMux()
 	mux.Handle("GET "+PathMetrics, m.Handler())

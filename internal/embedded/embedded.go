@@ -27,6 +27,9 @@ type NATSOptions struct {
 	// StoreDir holds JetStream's files; empty means a new temporary directory that the
 	// returned server's Shutdown does not remove (the caller owns it).
 	StoreDir string
+	// SyncAlways makes JetStream fsync after every write (the server's `sync_interval:
+	// always`) instead of every two minutes.
+	SyncAlways bool
 }
 
 // StartNATS starts a JetStream-enabled NATS server and waits until it accepts clients.
@@ -53,6 +56,7 @@ func StartNATS(opts NATSOptions) (*server.Server, error) {
 		NoLog:      true,
 		NoSigs:     true,
 		MaxPayload: opts.MaxPayload,
+		SyncAlways: opts.SyncAlways,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded nats: %w", err)

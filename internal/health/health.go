@@ -183,6 +183,19 @@ func (t *Tracker) Check(name string) error {
 	return nil
 }
 
+// Usable returns every dependency the tracker knows with whether it is usable ([Tracker.Check]
+// returns nil), for the proxbus_dependency_up metric.
+func (t *Tracker) Usable() map[string]bool {
+	t.mu.Lock()
+	names := slices.Collect(maps.Keys(t.deps))
+	t.mu.Unlock()
+	out := make(map[string]bool, len(names))
+	for _, n := range names {
+		out[n] = t.Check(n) == nil
+	}
+	return out
+}
+
 // Transport returns a RoundTripper sending through next (http.DefaultTransport when nil) that
 // reports each answer of dependency name: a status refusal says is a refusal ([Tracker.Refused]),
 // a 2xx an acceptance ([Tracker.Accepted]) and also that it is reachable ([Tracker.Reachable]);

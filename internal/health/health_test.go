@@ -142,7 +142,8 @@ func TestAcceptanceClears(t *testing.T) {
 }
 
 // TestUnreachable: an unreachable dependency is named with its reason, logged at most once a
-// minute, and cleared (one line) once reachable; a refusal is reported before it.
+// minute, and cleared (one line) once reachable; a refusal is reported before it; Usable says
+// it is unusable meanwhile.
 func TestUnreachable(t *testing.T) {
 	t.Parallel()
 	tr, c, lines := newTracker(t)
@@ -158,6 +159,9 @@ func TestUnreachable(t *testing.T) {
 	if err := tr.Check("proxmox/2"); !errors.As(err, &p) || p.ReadyReason() != "unreachable: connection refused; its commands wait" {
 		t.Fatalf("Check = %v", err)
 	}
+	if got := tr.Usable(); got["proxmox/2"] || !got["netbox"] {
+		t.Errorf("Usable = %v, want proxmox/2 unusable, netbox usable", got)
+	}
 	tr.Refused("proxmox/2", "GET /version", http.StatusUnauthorized)
 	if err := tr.Check("proxmox/2"); !errors.As(err, &p) || !strings.HasPrefix(p.Reason, "token refused (HTTP 401)") {
 		t.Errorf("Check with both = %v, want the refusal", err)
@@ -167,6 +171,9 @@ func TestUnreachable(t *testing.T) {
 	tr.Reachable("proxmox/2")
 	if err := tr.Check("proxmox/2"); err != nil {
 		t.Errorf("Check = %v after recovery", err)
+	}
+	if got := tr.Usable(); !got["proxmox/2"] {
+		t.Errorf("Usable = %v after recovery", got)
 	}
 	if got := lines.msgs(t); got[len(got)-1] != "proxmox/2 is reachable again" || strings.Count(strings.Join(got, "|"), "reachable again") != 1 {
 		t.Errorf("lines %q", got)

@@ -13,14 +13,18 @@ package metrics
 
 import (
 	"context"
+	"maps"
 	"net/http"
+	"regexp"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/proxbus/proxbus/internal/buildinfo"
 )
 
 // Namespace prefixes every metric name.
@@ -38,7 +42,18 @@ type Options struct {
 	// PendingRepairs, when set, is called at scrape time (bounded by ScrapeTimeout) to
 	// report the number of journal repairs waiting; a failing call omits the sample.
 	PendingRepairs func(ctx context.Context) (int, error)
-	// ScrapeTimeout bounds PendingRepairs. Default 2s.
+	// PendingApprovals, when set, is called at scrape time (bounded by ScrapeTimeout) to
+	// report the commands awaiting approval and when the oldest asked; a failing call omits
+	// the samples.
+	PendingApprovals func(ctx context.Context) (n int, oldest time.Time, err error)
+	// ConsumerReady, when set, says whether the replica pulls commands now.
+	ConsumerReady func() bool
+	// Dependencies, when set, names each dependency (netbox, proxmox/<id>) and whether it
+	// is usable, at scrape time.
+	Dependencies func() map[string]bool
+	// Build labels proxbus_build_info (version and commit).
+	Build buildinfo.Info
+	// ScrapeTimeout bounds PendingRepairs and PendingApprovals. Default 2s.
 	ScrapeTimeout time.Duration
 	// MaxTrackedSteps bounds the started steps remembered to time them. Default 10000.
 	MaxTrackedSteps int
@@ -68,6 +83,8 @@ type Metrics struct {
 	redisErrors     *prometheus.CounterVec
 
 	steps *stepTracker
+	waits *waitTracker
+	own   []prometheus.Collector // every collector New registered but the Go and process ones
 }
 
 // durationBuckets suit commands and steps: 50ms to about 7 minutes.
@@ -145,19 +162,74 @@ func New(o Options) *Metrics {
 			Help: "Redis commands and dials that failed (a missing key is not a failure), by command name.",
 		}, []string{"command"}),
 		steps: newStepTracker(o.MaxTrackedSteps),
+		waits: newWaitTracker(o.Now, o.MaxTrackedSteps),
 	}
-	m.reg.MustRegister(
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.register(
 		m.commands, m.commandDuration, m.stepDuration, m.inFlight, m.redeliveries, m.deadLetters, m.events,
 		m.proxmoxDuration, m.proxmoxErrors, m.netboxDuration, m.netboxErrors, m.redisErrors,
 	)
+	m.register(buildInfo(o.Build), m.waits)
 	if o.PendingRepairs != nil {
-		m.reg.MustRegister(&repairsCollector{fn: o.PendingRepairs, timeout: o.ScrapeTimeout, desc: prometheus.NewDesc(
-			prometheus.BuildFQName(Namespace, "", "journal_repairs_pending"),
-			"Terminal NetBox journal updates waiting to be repaired (read from Redis at scrape time).", nil, nil)})
+		repairs := desc("journal_repairs_pending", "Terminal NetBox journal updates waiting to be repaired (read from Redis at scrape time).")
+		m.register(&scrapeCollector{descs: []*prometheus.Desc{repairs}, timeout: o.ScrapeTimeout, read: func(ctx context.Context, ch chan<- prometheus.Metric) error {
+			n, err := o.PendingRepairs(ctx)
+			if err == nil {
+				ch <- prometheus.MustNewConstMetric(repairs, prometheus.GaugeValue, float64(n))
+			}
+			return err
+		}})
+	}
+	if o.PendingApprovals != nil {
+		m.register(pendingCollector(o.PendingApprovals, o.Now, o.ScrapeTimeout))
+	}
+	if o.ConsumerReady != nil {
+		m.register(consumerReady(o.ConsumerReady))
+	}
+	if o.Dependencies != nil {
+		m.register(newDependencyCollector(o.Dependencies))
 	}
 	return m
+}
+
+// register registers cs and remembers them for [Metrics.Names].
+func (m *Metrics) register(cs ...prometheus.Collector) {
+	m.reg.MustRegister(cs...)
+	m.own = append(m.own, cs...)
+}
+
+// fqName finds the name in a Desc's String ("Desc{fqName: \"proxbus_x\", ...}").
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// Names returns, sorted, the name of every sample /metrics may show, whether or not it has one
+// yet: proxbus's own (a histogram's as NAME_bucket, NAME_sum and NAME_count) and those of the
+// Go runtime and process collectors. The dashboards and alert rules in deploy/ name only these.
+func (m *Metrics) Names() []string {
+	seen := map[string]bool{}
+	withSuffixes := func(name string, histogram bool) {
+		seen[name] = true
+		if histogram {
+			for _, s := range []string{"_bucket", "_sum", "_count"} {
+				seen[name+s] = true
+			}
+		}
+	}
+	for _, c := range m.own {
+		_, histogram := c.(*prometheus.HistogramVec)
+		ch := make(chan *prometheus.Desc, 8)
+		go func() { c.Describe(ch); close(ch) }()
+		for d := range ch {
+			if sm := fqName.FindStringSubmatch(d.String()); sm != nil {
+				withSuffixes(sm[1], histogram)
+			}
+		}
+	}
+	families, _ := m.reg.Gather() // the runtime collectors always have samples
+	for _, f := range families {
+		t := f.GetType()
+		withSuffixes(f.GetName(), t == dto.MetricType_HISTOGRAM || t == dto.MetricType_SUMMARY || t == dto.MetricType_GAUGE_HISTOGRAM)
+	}
+	return slices.Sorted(maps.Keys(seen))
 }
 
 // Registry returns the registry every metric is registered on.
@@ -174,26 +246,4 @@ func (m *Metrics) verb(v string) string {
 		return v
 	}
 	return OtherVerb
-}
-
-// repairsCollector reports the pending journal repairs at scrape time.
-type repairsCollector struct {
-	fn      func(ctx context.Context) (int, error)
-	timeout time.Duration
-	desc    *prometheus.Desc
-	mu      sync.Mutex // one Redis call at a time, however many scrapes overlap
-}
-
-func (c *repairsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *repairsCollector) Collect(ch chan<- prometheus.Metric) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
-	n, err := c.fn(ctx)
-	if err != nil {
-		return
-	}
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
 }

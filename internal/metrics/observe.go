@@ -12,7 +12,8 @@ import (
 
 // Middleware counts the deliveries of commands (a consumer.Middleware): a delivery after a
 // command's first as a redelivery of its verb, the delivery in flight while next handles it,
-// and its duration by verb and the disposition next returned.
+// its duration by verb and the disposition next returned, and a delivery handed back to wait
+// as a waiting command (until a later delivery here answers it).
 func (m *Metrics) Middleware(next consumer.Handler) consumer.Handler {
 	return consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
 		verb := m.verb(cmd.Verb)
@@ -24,6 +25,7 @@ func (m *Metrics) Middleware(next consumer.Handler) consumer.Handler {
 		disp := next.Handle(ctx, cmd, d)
 		m.inFlight.Dec()
 		m.commandDuration.WithLabelValues(verb, disp.Action.String()).Observe(m.now().Sub(start).Seconds())
+		m.waits.handled(cmd, d, disp)
 		return disp
 	})
 }

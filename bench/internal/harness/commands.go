@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -55,7 +56,9 @@ func (e *Env) PublishAll(ctx context.Context, cmds []events.Command) error {
 		if err != nil {
 			return fmt.Errorf("encode %s: %w", c.ID, err)
 		}
-		f, err := js.PublishMsgAsync(m)
+		// A server that fsyncs every write (sync_interval: always) acknowledges slower than
+		// the default 200ms stall allows 256 publishes to wait.
+		f, err := js.PublishMsgAsync(m, jetstream.WithStallWait(30*time.Second))
 		if err != nil {
 			return fmt.Errorf("publish %s: %w", c.ID, err)
 		}

@@ -41,6 +41,9 @@ type Options struct {
 	// Timeline records when requests reach the simulators, Redis and the broker
 	// ([Env.Timeline]); it implies CountRedis (the proxy is where Redis commands are seen).
 	Timeline bool
+	// NATSSyncAlways makes the embedded JetStream server fsync after every write (the
+	// shipped `sync_interval: always`) instead of every two minutes.
+	NATSSyncAlways bool
 }
 
 // Env is one isolated deployment: an embedded JetStream server, both simulators on loopback
@@ -115,7 +118,7 @@ func Start(opts Options) (_ *Env, err error) {
 	if e.storeDir, err = os.MkdirTemp("", "proxbus-bench-nats-*"); err != nil {
 		return nil, fmt.Errorf("nats store dir: %w", err)
 	}
-	if e.nats, err = embedded.StartNATS(embedded.NATSOptions{StoreDir: e.storeDir}); err != nil {
+	if e.nats, err = embedded.StartNATS(embedded.NATSOptions{StoreDir: e.storeDir, SyncAlways: opts.NATSSyncAlways}); err != nil {
 		return nil, err
 	}
 	e.NATSURL = e.nats.ClientURL()
