@@ -50,6 +50,7 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
 		c.poison(context.WithoutCancel(ctx), msg, o, err)
 		return
 	}
+	cmd = cmd.Fired(d.Stored) // a scheduled command's id, time and expires come from its firing
 	disp := c.handler.Handle(ctx, cmd, d)
 	c.apply(context.WithoutCancel(ctx), msg, o, cmd, disp)
 }

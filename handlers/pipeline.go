@@ -150,6 +150,9 @@ type Config struct {
 	Proxmox   ProxmoxClients
 	Publisher Publisher
 	History   History
+	// Schedules keeps the message schedules of schedule.add and schedule.remove (contract
+	// §11); without it those verbs answer 503 schedules_unavailable.
+	Schedules Schedules
 	// Instance names this process in lease owners and logs (default "proxbus").
 	Instance string
 	// Logger receives the pipeline's logs (default: discard).
@@ -247,5 +250,10 @@ func (p *Pipeline) Handle(ctx context.Context, cmd events.Command, d events.Deli
 		return events.Disposition{Action: events.DeadLetter, Reason: "unknown_verb"}
 	}
 	r.verb = verb
+	if cmd.Firing != nil { // fired by a message schedule (contract §11)
+		if disp, ok := r.scheduled(ctx); !ok {
+			return disp
+		}
+	}
 	return r.handle(ctx)
 }

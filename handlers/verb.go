@@ -227,5 +227,7 @@ func Builtin() []Verb {
 		CommandApprove(),
 		CommandReject(),
 		CommandCancel(),
+		ScheduleAdd(),
+		ScheduleRemove(),
 	}
 }
