@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,4 +85,25 @@ func (s Schedules) List(ctx context.Context) ([]StoredSchedule, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// Names returns the names of the schedules the commands stream holds, from the stream's
+// information alone (it reads no message: a user allowed $JS.API.STREAM.INFO on the commands
+// stream may call it).
+func (s Schedules) Names(ctx context.Context) (map[string]bool, error) {
+	st, err := s.JS.Stream(ctx, s.Subjects.CommandsStream())
+	if err != nil {
+		return nil, fmt.Errorf("schedules: %w", err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(s.Subjects.ScheduleFilter()))
+	if err != nil {
+		return nil, fmt.Errorf("schedules: %w", err)
+	}
+	names := make(map[string]bool, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		if name, ok := strings.CutPrefix(subject, s.Subjects.Schedule("")); ok {
+			names[name] = true
+		}
+	}
+	return names, nil
 }

@@ -79,6 +79,34 @@ func (sc Schedule) Pattern() string {
 	}
 }
 
+// SetPattern is the inverse of [Schedule.Pattern]: it sets Cron, Every or At from a
+// Nats-Schedule value (and clears the others). It does not check a cron expression.
+func (sc *Schedule) SetPattern(pattern string) error {
+	sc.Cron, sc.Every, sc.At = "", 0, time.Time{}
+	switch {
+	case strings.HasPrefix(pattern, "@at "):
+		t, err := time.Parse(time.RFC3339, pattern[len("@at "):])
+		if err != nil {
+			return err
+		}
+		sc.At = t.UTC()
+	case strings.HasPrefix(pattern, "@every "):
+		d, err := time.ParseDuration(pattern[len("@every "):])
+		if err != nil {
+			return err
+		}
+		sc.Every = d
+	case pattern == "":
+		return errors.New("no Nats-Schedule")
+	default:
+		sc.Cron = pattern
+	}
+	return nil
+}
+
+// EffectiveWindow is Window, or [DefaultScheduleWindow] when it is 0.
+func (sc Schedule) EffectiveWindow() time.Duration { return sc.window() }
+
 // window is Window or its default.
 func (sc Schedule) window() time.Duration {
 	if sc.Window > 0 {
@@ -127,24 +155,8 @@ func DecodeSchedule(s Subjects, subject string, h nats.Header, body []byte) (Sch
 		return Schedule{}, fmt.Errorf("%w: %s has no command target", ErrScheduleMessage, subject)
 	}
 	sc := Schedule{Name: name, TZ: h.Get(HeaderScheduleTimeZone)}
-	pattern := h.Get(HeaderSchedule)
-	switch {
-	case strings.HasPrefix(pattern, "@at "):
-		t, err := time.Parse(time.RFC3339, pattern[len("@at "):])
-		if err != nil {
-			return Schedule{}, fmt.Errorf("%w: %s: %w", ErrScheduleMessage, subject, err)
-		}
-		sc.At = t.UTC()
-	case strings.HasPrefix(pattern, "@every "):
-		d, err := time.ParseDuration(pattern[len("@every "):])
-		if err != nil {
-			return Schedule{}, fmt.Errorf("%w: %s: %w", ErrScheduleMessage, subject, err)
-		}
-		sc.Every = d
-	case pattern == "":
-		return Schedule{}, fmt.Errorf("%w: %s has no Nats-Schedule", ErrScheduleMessage, subject)
-	default:
-		sc.Cron = pattern
+	if err := sc.SetPattern(h.Get(HeaderSchedule)); err != nil {
+		return Schedule{}, fmt.Errorf("%w: %s: %w", ErrScheduleMessage, subject, err)
 	}
 	sc.Window, _ = time.ParseDuration(h.Get(HeaderScheduleWindow))
 	hc := nats.Header{}

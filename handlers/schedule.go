@@ -189,7 +189,8 @@ func (r *run) addSchedule(ctx context.Context, in ScheduleInput) (Outcome, error
 		refusal.Detail = strings.TrimSpace("the schedule's endpoint refuses " + in.Verb + ": " + refusal.Detail)
 		return refusal, nil
 	}
-	rec := store.Schedule{Name: in.Name, Verb: in.Verb, EndpointID: in.EndpointID, DataSHA256: dataSHA256(in.Data), Actor: sc.Actor}
+	rec := store.Schedule{Name: in.Name, Verb: in.Verb, EndpointID: in.EndpointID, DataSHA256: dataSHA256(in.Data), Actor: sc.Actor,
+		MadeAt: now, Pattern: sc.Pattern(), TZ: sc.TZ, Window: sc.EffectiveWindow(), Data: in.Data}
 	if err := r.p.cfg.Store.PutSchedule(ctx, rec); err != nil {
 		return Outcome{}, errors.Join(errTransient, err)
 	}

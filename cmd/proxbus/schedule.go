@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -239,30 +238,38 @@ func (c *scheduleListCmd) Run(e *cliEnv) error {
 	return nil
 }
 
-// listSchedules reads the schedules of the commands stream and, from the store, each one's
-// last firing and that command's state.
+// listSchedules lists the schedules schedule.add recorded in the store, each with its next
+// firing (none once its @at fired, or when the commands stream no longer holds it) and its
+// last firing with that command's state. It reads the commands stream's information but no
+// message of it, so the cli user needs no right to read queued commands.
 func listSchedules(ctx context.Context, client *natsClient, subjects events.Subjects, st *store.Store, now time.Time) ([]ScheduleView, error) {
-	stored, err := consumer.Schedules{JS: client.js, Subjects: subjects}.List(ctx)
+	inStream, err := consumer.Schedules{JS: client.js, Subjects: subjects}.Names(ctx)
 	if err != nil {
 		return nil, err
 	}
-	views := make([]ScheduleView, 0, len(stored))
-	for _, s := range stored {
-		v := ScheduleView{Name: s.Name, Pattern: s.Pattern(), TZ: s.TZ, Verb: s.Verb, EndpointID: s.EndpointID,
-			Data: s.Data, Window: cmp.Or(s.Window, events.DefaultScheduleWindow).String(), Actor: s.Actor}
-		rec, found, err := st.LookupSchedule(ctx, s.Name)
-		if err != nil {
-			return nil, err
+	recs, err := st.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	views := make([]ScheduleView, 0, len(recs))
+	for _, rec := range recs {
+		v := ScheduleView{Name: rec.Name, Pattern: rec.Pattern, TZ: rec.TZ, Verb: rec.Verb, EndpointID: rec.EndpointID,
+			Window: rec.Window.String(), Actor: rec.Actor}
+		if len(rec.Data) > 0 {
+			v.Data = rec.Data
 		}
-		if next, ok := schedule.NextFiring(s.Schedule, s.Made, now); ok {
-			if found && rec.Next.After(now) {
-				next = rec.Next // what nats-server announced with the last firing
+		sc := events.Schedule{Name: rec.Name, TZ: rec.TZ}
+		if inStream[rec.Name] && sc.SetPattern(rec.Pattern) == nil {
+			if next, ok := schedule.NextFiring(sc, rec.MadeAt, now); ok {
+				if rec.Next.After(now) {
+					next = rec.Next // what nats-server announced with the last firing
+				}
+				v.Next = &next
 			}
-			v.Next = &next
 		}
-		if found && rec.LastID != "" {
+		if rec.LastID != "" {
 			v.LastID, v.LastAt = rec.LastID, &rec.LastAt
-			status, err := app.CommandStatus(ctx, client.js, subjects, st, store.CommandKey{Source: events.ScheduleSource(s.Name), ID: rec.LastID})
+			status, err := app.CommandStatus(ctx, client.js, subjects, st, store.CommandKey{Source: events.ScheduleSource(rec.Name), ID: rec.LastID})
 			switch {
 			case errors.Is(err, app.ErrCommandUnknown):
 			case err != nil:
