@@ -169,6 +169,10 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 }
 
 func (s *Server) publishAccepted(w http.ResponseWriter, r *http.Request, msg *nats.Msg, cmd events.Command, rule string) {
+	if inner, ok := scheduledVerb(cmd); ok && !verbAllowed(s.cfg.WebhookVerbs, inner) {
+		s.refuseVerb(w, r, inner) // a schedule is no way around the webhook verbs
+		return
+	}
 	dup, err := s.publish(r.Context(), msg)
 	if err != nil {
 		s.log.Error("webhook command not published", "command_id", cmd.ID, "verb", cmd.Verb, "error", err)
@@ -249,4 +253,17 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// scheduledVerb is the verb a schedule.add command schedules (its data's verb), and whether cmd
+// is a schedule.add.
+func scheduledVerb(cmd events.Command) (string, bool) {
+	if cmd.Verb != "schedule.add" {
+		return "", false
+	}
+	var d struct {
+		Verb string `json:"verb"`
+	}
+	_ = json.Unmarshal(cmd.Data, &d)
+	return d.Verb, true
 }
