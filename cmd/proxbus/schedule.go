@@ -85,7 +85,7 @@ func (c *scheduleAddCmd) Run(e *cliEnv) error {
 		if out.Next != nil {
 			next = out.Next.UTC().Format(time.RFC3339)
 		}
-		return fmt.Sprintf("schedule %s: %s; next firing %s", out.Name, res.Detail, next)
+		return fmt.Sprintf("%s; next firing %s", res.Detail, next)
 	})
 }
 

@@ -21,7 +21,7 @@ func TestScheduleCLI(t *testing.T) {
 	store := []string{"--redis-url", r.URL, "--redis-key-prefix", r.Prefix}
 
 	code, out, errOut := runCLI(t, append([]string{"schedule", "add", "tick", "vm.list", "--every", "1s", "--endpoint", "1", "--actor", "alice"}, nats...)...)
-	if code != 0 || !strings.Contains(out, "schedule tick: schedule tick fires vm.list on endpoint 1 (@every 1s); next firing ") {
+	if code != 0 || !strings.Contains(out, "schedule tick fires vm.list on endpoint 1 (@every 1s); next firing ") {
 		t.Fatalf("schedule add: %d %q %q", code, out, errOut)
 	}
 	var view ScheduleView
