@@ -158,3 +158,24 @@ func TestCheckServerVersion(t *testing.T) {
 		t.Errorf("the embedded server: %v", err)
 	}
 }
+
+// TestCronScheduleInZoneFires pins that the embedded nats-server takes a cron schedule with a
+// time zone (Nats-Schedule-Time-Zone, nats-server 2.14) and fires it on whole seconds; when
+// it fires across a daylight-saving change is internal/schedule's TestCronNextAcrossDST (a
+// running server's clock cannot be moved).
+func TestCronScheduleInZoneFires(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	rec := &recorder{}
+	e.start(t, rec)
+	sc := events.Schedule{Name: "zoned", Cron: "* * * * * *", TZ: "Europe/Berlin", Verb: "vm.list", EndpointID: 1}
+	if err := (Schedules{JS: e.js, Subjects: e.s}).Add(ctxT(t), sc); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "two firings", func() bool { return rec.count() >= 2 })
+	for _, id := range rec.ids() {
+		if !regexp.MustCompile(`^zoned\.\d{8}T\d{6}Z$`).MatchString(id) {
+			t.Errorf("firing id %s", id)
+		}
+	}
+}

@@ -134,8 +134,9 @@ type headerScan struct {
 	// Nats-Scheduler and Nats-Schedule-Next is present (the message is a schedule itself).
 	scheduler []string
 	schedule  bool
-	// next and window are the first Nats-Schedule-Next and Proxbus-Schedule-Window values.
-	next, window string
+	// next, window, pattern and zone are the first Nats-Schedule-Next,
+	// Proxbus-Schedule-Window, Proxbus-Schedule-Pattern and Proxbus-Schedule-Time-Zone values.
+	next, window, pattern, zone string
 }
 
 // NATS message-schedule headers (nats-server server/stream.go, server/scheduler.go: a fired
@@ -168,6 +169,20 @@ func (hs *headerScan) scheduleReason(s Subjects, c Command) (string, string) {
 		return "", reasonScheduler
 	}
 	return name, ""
+}
+
+// proxbusScheduleHeader is where the value of header k goes when it is one of proxbus's own
+// schedule headers, else nil.
+func (hs *headerScan) proxbusScheduleHeader(k string) *string {
+	switch {
+	case strings.EqualFold(k, HeaderScheduleWindow):
+		return &hs.window
+	case strings.EqualFold(k, HeaderSchedulePattern):
+		return &hs.pattern
+	case strings.EqualFold(k, HeaderScheduleZone):
+		return &hs.zone
+	}
+	return nil
 }
 
 // headerValues are the values of the headers naming one attribute: whether there is such a
@@ -210,9 +225,9 @@ func scanHeaders(h nats.Header) headerScan {
 			}
 			continue
 		}
-		if strings.EqualFold(k, HeaderScheduleWindow) {
+		if dst := hs.proxbusScheduleHeader(k); dst != nil {
 			if len(vs) > 0 {
-				hs.window = vs[0]
+				*dst = vs[0]
 			}
 			continue
 		}

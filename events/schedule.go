@@ -27,6 +27,11 @@ const (
 	HeaderScheduleTimeZone = "Nats-Schedule-Time-Zone"
 	HeaderRollup           = "Nats-Rollup"
 	HeaderScheduleWindow   = "Proxbus-Schedule-Window"
+	// HeaderSchedulePattern and HeaderScheduleZone repeat the schedule's pattern and time
+	// zone for the commands it fires (nats-server strips its own Nats-Schedule* headers), so
+	// that a firing nats-server makes late keeps the firing time it was due at.
+	HeaderSchedulePattern = "Proxbus-Schedule-Pattern"
+	HeaderScheduleZone    = "Proxbus-Schedule-Time-Zone"
 )
 
 // ErrScheduleMessage matches the errors of [DecodeSchedule]: the message is not a schedule
@@ -139,6 +144,10 @@ func EncodeSchedule(s Subjects, sc Schedule) (*nats.Msg, error) {
 		m.Header.Set(HeaderScheduleTimeZone, sc.TZ)
 	}
 	m.Header.Set(HeaderScheduleWindow, sc.window().String())
+	m.Header.Set(HeaderSchedulePattern, sc.Pattern())
+	if sc.TZ != "" {
+		m.Header.Set(HeaderScheduleZone, sc.TZ)
+	}
 	m.Header.Set(HeaderRollup, "sub")
 	return m, nil
 }
@@ -177,8 +186,9 @@ func DecodeSchedule(s Subjects, subject string, h nats.Header, body []byte) (Sch
 // Firing says which schedule fired a command: set by [Decode] on a command nats-server fired
 // from a proxbus schedule; [Command.Fired] completes it.
 type Firing struct {
-	// Name is the schedule's name.
-	Name string
+	// Name is the schedule's name; Pattern and TZ its Nats-Schedule and time zone ("" when
+	// the schedule did not say).
+	Name, Pattern, TZ string
 	// At is the firing time, whole seconds in UTC (zero until [Command.Fired]).
 	At time.Time
 	// Next is the schedule's next firing (Nats-Schedule-Next), zero when it fires no more.
@@ -193,18 +203,19 @@ func FiringID(name string, at time.Time) string {
 	return name + "." + at.UTC().Format(FiringTimeLayout)
 }
 
-// Fired completes a command fired by a schedule (c.Firing set) from the time the commands
-// stream stored it: the firing time is stored truncated to the second (nats-server fires on
-// whole seconds and stores the command as it fires), the id is [FiringID], time is the
-// firing time and expires the firing time plus the window. Redeliveries of one firing get
-// the same id, so the command identity (contract §5) runs it once. Other commands are
-// returned unchanged.
-func (c Command) Fired(stored time.Time) Command {
+// Fired completes a command fired by a schedule (c.Firing set) with its firing time at (the
+// time the schedule was due, internal/schedule.FiringTime; truncated to the second): the id
+// is [FiringID], time is the firing time and expires the firing time plus the window. Every
+// delivery of one firing, and a second copy nats-server might make of it, gets the same id, so
+// the command identity (contract §5) runs it once; a firing made late (no stream leader at its
+// time) keeps its due time, so it is answered 410 once its window has passed. Other commands
+// are returned unchanged.
+func (c Command) Fired(at time.Time) Command {
 	if c.Firing == nil {
 		return c
 	}
 	f := *c.Firing
-	f.At = stored.UTC().Truncate(time.Second)
+	f.At = at.UTC().Truncate(time.Second)
 	c.Firing = &f
 	c.ID = FiringID(f.Name, f.At)
 	c.Time = f.At
@@ -214,7 +225,7 @@ func (c Command) Fired(stored time.Time) Command {
 
 // firing reads the Firing of a command fired by schedule name from its headers.
 func (hs *headerScan) firing(name string) *Firing {
-	f := &Firing{Name: name, Window: DefaultScheduleWindow}
+	f := &Firing{Name: name, Pattern: hs.pattern, TZ: hs.zone, Window: DefaultScheduleWindow}
 	if d, err := time.ParseDuration(hs.window); err == nil && d > 0 {
 		f.Window = d
 	}

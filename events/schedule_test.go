@@ -9,9 +9,9 @@ import (
 )
 
 // TestFired pins the identity of a scheduled command's firing (contract §11): id
-// "<name>.<firing time>", source urn:proxbus:schedule:<name>, time the firing time and expires
-// the firing time plus the window, whatever the milliseconds of the stream's timestamp, so two
-// deliveries of one firing are one command and two firings are two.
+// "<name>.<firing time>", source urn:proxbus:schedule:<name>, time the firing time (to the
+// second, in UTC) and expires the firing time plus the window, so two deliveries of one
+// firing are one command and two firings are two.
 func TestFired(t *testing.T) {
 	t.Parallel()
 	berlin, err := time.LoadLocation("Europe/Berlin")
@@ -97,7 +97,8 @@ func TestScheduleRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatalf("the fired command: %v", err)
 			}
-			if c.Firing == nil || c.Firing.Name != sc.Name || c.Firing.Window != sc.Window || c.Actor != sc.Actor || c.EndpointID != sc.EndpointID {
+			if c.Firing == nil || c.Firing.Name != sc.Name || c.Firing.Window != sc.Window || c.Actor != sc.Actor || c.EndpointID != sc.EndpointID ||
+				c.Firing.Pattern != sc.Pattern() || c.Firing.TZ != sc.TZ {
 				t.Errorf("fired command = %+v (firing %+v)", c, c.Firing)
 			}
 		})

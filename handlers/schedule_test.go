@@ -129,8 +129,9 @@ func TestScheduleAdd(t *testing.T) {
 // §11): a firing of a schedule schedule.add made runs once and is recorded as the schedule's
 // last; a command fired by a schedule schedule.add did not make as it is (a forged schedule
 // under the schedule subjects, or one whose data was changed behind proxbus's back) is 403 and
-// does nothing; a firing whose window passed while its guest was busy is 410 and never runs
-// late; after schedule.remove, a firing still queued is 403.
+// does nothing; a firing whose window passed while its guest was busy, or that nats-server
+// made hours late, is 410 and never runs late; after schedule.remove, a firing still queued
+// is 403.
 func TestScheduledFirings(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -205,6 +206,17 @@ func TestScheduledFirings(t *testing.T) {
 		t.Errorf("writes = %d, want 1: the late firing never ran", w)
 	}
 
+	// a firing nats-server made three hours late (no stream leader at 02:00) keeps its due
+	// time (internal/schedule.FiringTime), so it is past its window
+	late := firing("nightly", night.Add(48*time.Hour), `{}`)
+	l.clock.Advance(night.Add(48*time.Hour + 3*time.Hour).Sub(l.clock.Now()))
+	if d := l.deliver(late, 1); d.Action != events.Ack {
+		t.Fatalf("a late firing: %+v", d)
+	}
+	if res := l.stream.resultsOf(late.Ref()); len(res) != 1 || res[0].Status != 410 || res[0].Reason != ReasonCommandExpired {
+		t.Errorf("a firing three hours late: %+v, want 410 %s", res, ReasonCommandExpired)
+	}
+
 	if res := l.control(t, scheduleCommand("schedule.remove", "rm-1", `{"name":"nightly"}`)); res.Status != 200 {
 		t.Fatalf("schedule.remove: %+v", res)
 	}
@@ -214,8 +226,8 @@ func TestScheduledFirings(t *testing.T) {
 	if res := l.control(t, scheduleCommand("schedule.remove", "rm-2", `{"name":"nightly"}`)); res.Status != 404 || res.Reason != ReasonScheduleNotFound {
 		t.Errorf("schedule.remove again: %d %s, want 404 %s", res.Status, res.Reason, ReasonScheduleNotFound)
 	}
-	queued := firing("nightly", night.Add(48*time.Hour), `{}`)
-	l.clock.Advance(night.Add(48*time.Hour + time.Second).Sub(l.clock.Now()))
+	queued := firing("nightly", night.Add(72*time.Hour), `{}`)
+	l.clock.Advance(night.Add(72*time.Hour + time.Second).Sub(l.clock.Now()))
 	if d := l.deliver(queued, 1); d.Action != events.Ack {
 		t.Fatalf("a firing queued before the removal: %+v", d)
 	}

@@ -116,6 +116,27 @@ WRAP:
 	return next, nil
 }
 
+// Prev is the latest firing of c at or before t (whole seconds), in loc (UTC when nil): the
+// time a firing stored at t was due, when nats-server fired it on time or late. It fails when
+// c fired not once in the five years before t.
+func (c Cron) Prev(t time.Time, loc *time.Location) (time.Time, error) {
+	t = t.Truncate(time.Second)
+	for back := time.Minute; back <= 5*366*24*time.Hour; back *= 4 {
+		at, err := c.Next(t.Add(-back), loc)
+		if err != nil || at.After(t) {
+			continue
+		}
+		for {
+			n, err := c.Next(at, loc)
+			if err != nil || n.After(t) {
+				return at, nil
+			}
+			at = n
+		}
+	}
+	return time.Time{}, fmt.Errorf("%w: no firing in the five years before %s", ErrPattern, t.UTC().Format(time.RFC3339))
+}
+
 // getField returns the bits of a comma-separated list of ranges.
 func getField(field string, r bounds) (uint64, error) {
 	var bits uint64

@@ -105,3 +105,35 @@ func NextFiring(sc events.Schedule, made, now time.Time) (time.Time, bool) {
 	t, err := c.Next(now, loc)
 	return t.UTC(), err == nil
 }
+
+// FiringTime is the time the schedule that fired f was due when the commands stream stored
+// its command at stored: an @at schedule's time; for a cron schedule its latest firing at or
+// before stored (nats-server fires it then, or late when the stream had no leader at that
+// time); otherwise (@every, or a schedule that did not say its pattern) stored truncated to
+// the second nats-server fires on.
+func FiringTime(f events.Firing, stored time.Time) time.Time {
+	fallback := stored.UTC().Truncate(time.Second)
+	sc := events.Schedule{TZ: f.TZ}
+	if f.Pattern == "" || sc.SetPattern(f.Pattern) != nil {
+		return fallback
+	}
+	switch {
+	case !sc.At.IsZero():
+		return sc.At
+	case sc.Cron == "":
+		return fallback
+	}
+	c, err := ParseCron(sc.Cron)
+	if err != nil {
+		return fallback
+	}
+	loc, err := location(sc.TZ)
+	if err != nil {
+		return fallback
+	}
+	at, err := c.Prev(stored, loc)
+	if err != nil {
+		return fallback
+	}
+	return at.UTC()
+}

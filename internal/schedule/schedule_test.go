@@ -78,3 +78,43 @@ func TestNextFiring(t *testing.T) {
 		})
 	}
 }
+
+// TestFiringTime pins the firing time a fired command's id and expiry are made from: the time
+// its schedule was due, not the time nats-server stored it, so a firing made late (no stream
+// leader at its time) keeps its due time and is answered 410 once its window passed; an
+// @every schedule (which nats-server re-phases after a late firing) and a schedule that did
+// not say its pattern use the stored second.
+func TestFiringTime(t *testing.T) {
+	t.Parallel()
+	stored := func(s string) time.Time {
+		v, err := time.Parse(time.RFC3339Nano, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	tests := []struct {
+		name   string
+		f      events.Firing
+		stored string
+		want   string
+	}{
+		{"cron on time", events.Firing{Pattern: "0 0 2 * * *", TZ: "Europe/Berlin"}, "2026-12-02T01:00:00.31Z", "2026-12-02T01:00:00Z"},
+		{"cron three hours late", events.Firing{Pattern: "0 0 2 * * *", TZ: "Europe/Berlin"}, "2026-12-02T04:13:07.5Z", "2026-12-02T01:00:00Z"},
+		{"cron the second 02:30 of a fall-back night", events.Firing{Pattern: "0 30 2 * * *", TZ: "Europe/Berlin"}, "2026-10-25T01:30:00.2Z", "2026-10-25T01:30:00Z"},
+		{"cron every second", events.Firing{Pattern: "* * * * * *"}, "2026-12-02T04:13:07.5Z", "2026-12-02T04:13:07Z"},
+		{"@daily", events.Firing{Pattern: "@daily"}, "2026-12-02T00:00:01.5Z", "2026-12-02T00:00:00Z"},
+		{"@at late", events.Firing{Pattern: "@at 2026-12-24T02:00:00Z"}, "2026-12-24T02:40:00.1Z", "2026-12-24T02:00:00Z"},
+		{"@every", events.Firing{Pattern: "@every 1h"}, "2026-12-02T04:13:07.5Z", "2026-12-02T04:13:07Z"},
+		{"no pattern", events.Firing{}, "2026-12-02T04:13:07.5Z", "2026-12-02T04:13:07Z"},
+		{"a pattern that does not parse", events.Firing{Pattern: "0 0 2 * *"}, "2026-12-02T04:13:07.5Z", "2026-12-02T04:13:07Z"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := FiringTime(tc.f, stored(tc.stored)); !got.Equal(stored(tc.want)) {
+				t.Errorf("FiringTime = %s, want %s", got.Format(time.RFC3339), tc.want)
+			}
+		})
+	}
+}
