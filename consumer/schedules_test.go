@@ -179,3 +179,27 @@ func TestCronScheduleInZoneFires(t *testing.T) {
 		}
 	}
 }
+
+// TestScheduleAddReplaces pins that adding a schedule under a name in use replaces it (the
+// schedule message rolls up its subject): one message, the new definition.
+func TestScheduleAddReplaces(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	schedules := Schedules{JS: e.js, Subjects: e.s}
+	ctx := ctxT(t)
+	for _, verb := range []string{"vm.start", "vm.stop"} {
+		if err := schedules.Add(ctx, events.Schedule{Name: "x", Every: time.Hour, Verb: verb, EndpointID: 1, Data: []byte(`{"vm":100}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list, err := schedules.List(ctx)
+	if err != nil || len(list) != 1 || list[0].Verb != "vm.stop" {
+		t.Fatalf("List = %+v, %v; want the one schedule, replaced", list, err)
+	}
+	if n := e.streamMsgs(t, e.s.CommandsStream()); n != 1 {
+		t.Errorf("the commands stream holds %d messages, want the one schedule", n)
+	}
+	if names, err := schedules.Names(ctx); err != nil || len(names) != 1 || !names["x"] {
+		t.Errorf("Names = %v, %v", names, err)
+	}
+}
