@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -224,6 +226,8 @@ func (c *scheduleListCmd) Run(e *cliEnv) error {
 		}
 		if v.LastID != "" {
 			last = v.LastID
+		}
+		if v.LastState != "" {
 			result = v.LastState
 		}
 		if r := v.LastResult; r != nil {
@@ -240,7 +244,8 @@ func (c *scheduleListCmd) Run(e *cliEnv) error {
 
 // listSchedules lists the schedules schedule.add recorded in the store, each with its next
 // firing (none once its @at fired, or when the commands stream no longer holds it) and its
-// last firing with that command's state. It reads the commands stream's information but no
+// last firing with that command's state, then the schedules the commands stream holds without
+// a record. It reads the commands stream's information but no
 // message of it, so the cli user needs no right to read queued commands.
 func listSchedules(ctx context.Context, client *natsClient, subjects events.Subjects, st *store.Store, now time.Time) ([]ScheduleView, error) {
 	inStream, err := consumer.Schedules{JS: client.js, Subjects: subjects}.Names(ctx)
@@ -279,6 +284,12 @@ func listSchedules(ctx context.Context, client *natsClient, subjects events.Subj
 			}
 		}
 		views = append(views, v)
+		delete(inStream, rec.Name)
+	}
+	// A schedule in the stream without a record (made by hand under proxbus.schedule.>, or
+	// whose record Redis lost): its firings are refused 403; proxbus schedule remove removes it.
+	for _, name := range slices.Sorted(maps.Keys(inStream)) {
+		views = append(views, ScheduleView{Name: name, Pattern: "?", LastState: "no record: its firings are refused 403 (remove it, then add it again)"})
 	}
 	return views, nil
 }
