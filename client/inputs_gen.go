@@ -2,6 +2,8 @@
 
 package client
 
+import "encoding/json"
+
 // CommandApprove is the data of command.approve (docs/asyncapi.yaml components.schemas.DecisionData).
 type CommandApprove struct {
 	// CommandID: The `id` of the command awaiting approval (`proxbus pending` lists them). Required.
@@ -51,6 +53,45 @@ type NodeReboot struct {
 
 // VerbName implements [Input]: "node.reboot".
 func (NodeReboot) VerbName() string { return "node.reboot" }
+
+// ScheduleAdd is the data of schedule.add (docs/asyncapi.yaml components.schemas.ScheduleAddData).
+// Exactly one of `cron`, `every` and `at`; `tz` goes with `cron` only.
+type ScheduleAdd struct {
+	// Name: The schedule's name; a schedule of the same name is replaced. Required.
+	Name string `json:"name"`
+	// Cron: 6-field cron expression, seconds first (`0 0 2 * * *` is 02:00:00 daily), or `@yearly`,
+	// `@monthly`, `@weekly`, `@daily`, `@hourly`, as nats-server evaluates it.
+	Cron string `json:"cron,omitempty"`
+	// TZ: IANA time zone of `cron` (default UTC); firings follow the zone's wall clock across
+	// daylight-saving changes.
+	TZ string `json:"tz,omitempty"`
+	// Every: Go duration, whole seconds, at least `1s` (`6h`).
+	Every string `json:"every,omitempty"`
+	// At: One firing at this time (whole seconds, in the future).
+	At string `json:"at,omitempty"`
+	// Verb: The verb the schedule fires (`vm.backup`, …); never a `command.*` or `schedule.*` verb.
+	// Required.
+	Verb string `json:"verb"`
+	// EndpointID: The endpoint the fired commands name (`endpointid`). Required.
+	EndpointID int64 `json:"endpoint_id"`
+	// Data: The fired commands' data, valid for `verb`; no secret field (422 `secret_not_sealed`).
+	Data json.RawMessage `json:"data,omitempty"`
+	// Window: Go duration, 1s–24h (default `15m`); a firing that cannot start within it of its
+	// firing time is 410 `command_expired`.
+	Window string `json:"window,omitempty"`
+}
+
+// VerbName implements [Input]: "schedule.add".
+func (ScheduleAdd) VerbName() string { return "schedule.add" }
+
+// ScheduleRemove is the data of schedule.remove (docs/asyncapi.yaml components.schemas.ScheduleRemoveData).
+type ScheduleRemove struct {
+	// Name: Required.
+	Name string `json:"name"`
+}
+
+// VerbName implements [Input]: "schedule.remove".
+func (ScheduleRemove) VerbName() string { return "schedule.remove" }
 
 // StoragePBSCreate is the data of storage.pbs.create (docs/asyncapi.yaml components.schemas.StoragePbsCreateData).
 type StoragePBSCreate struct {
@@ -406,6 +447,10 @@ func NewInput(verb string) (Input, bool) {
 		return &CommandReject{}, true
 	case "node.reboot":
 		return &NodeReboot{}, true
+	case "schedule.add":
+		return &ScheduleAdd{}, true
+	case "schedule.remove":
+		return &ScheduleRemove{}, true
 	case "storage.pbs.create":
 		return &StoragePBSCreate{}, true
 	case "vm.backup":
@@ -455,6 +500,8 @@ func Verbs() []string {
 		"command.cancel",
 		"command.reject",
 		"node.reboot",
+		"schedule.add",
+		"schedule.remove",
 		"storage.pbs.create",
 		"vm.backup",
 		"vm.backup.delete",

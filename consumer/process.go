@@ -12,6 +12,7 @@ import (
 
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/deadletter"
+	"github.com/proxbus/proxbus/internal/schedule"
 )
 
 // Delays of the redeliveries the consumer decides on itself.
@@ -49,6 +50,9 @@ func (c *Consumer) process(ctx context.Context, delivery jetstream.Msg) {
 	if err != nil {
 		c.poison(context.WithoutCancel(ctx), msg, o, err)
 		return
+	}
+	if cmd.Firing != nil { // a scheduled command's id, time and expires come from its firing time
+		cmd = cmd.Fired(schedule.FiringTime(*cmd.Firing, d.Stored))
 	}
 	disp := c.handler.Handle(ctx, cmd, d)
 	c.apply(context.WithoutCancel(ctx), msg, o, cmd, disp)

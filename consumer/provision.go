@@ -11,7 +11,8 @@ import (
 )
 
 // StreamConfigs returns the configurations [Provision] applies, in order: the commands stream
-// (WorkQueue, file, Nats-Msg-Id dedupe over DuplicateWindow), the events stream (Limits,
+// (WorkQueue, file, Nats-Msg-Id dedupe over DuplicateWindow, also holding the message
+// schedules under the schedule subjects: AllowMsgSchedules and AllowRollup), the events stream (Limits,
 // file, MaxAge EventsMaxAge) and the dead-letter stream (Limits, file, MaxAge DLQMaxAge), as
 // contract §1 specifies. Defaults are applied to cfg first.
 func StreamConfigs(cfg Config) []jetstream.StreamConfig {
@@ -20,12 +21,16 @@ func StreamConfigs(cfg Config) []jetstream.StreamConfig {
 	return []jetstream.StreamConfig{
 		{
 			Name:        s.CommandsStream(),
-			Description: "proxbus commands (CloudEvents), consumed once by the proxbus durable",
-			Subjects:    []string{s.CommandsFilter()},
+			Description: "proxbus commands (CloudEvents), consumed once by the proxbus durable, and their schedules",
+			Subjects:    []string{s.CommandsFilter(), s.ScheduleFilter()},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			Duplicates:  cfg.DuplicateWindow,
+			// Message schedules (contract §11) need roll-ups: a schedule replaces the one of
+			// its name with Nats-Rollup: sub.
+			AllowMsgSchedules: true,
+			AllowRollup:       true,
 		},
 		{
 			Name:        s.EventsStream(),
@@ -276,6 +281,8 @@ func streamDiff(target string, old, want jetstream.StreamConfig) []Change {
 	d.add("MaxAge", fmtDur(old.MaxAge), fmtDur(want.MaxAge))
 	d.add("Duplicates", fmtDur(old.Duplicates), fmtDur(want.Duplicates))
 	d.add("Description", fmt.Sprintf("%q", old.Description), fmt.Sprintf("%q", want.Description))
+	d.add("AllowMsgSchedules", old.AllowMsgSchedules, want.AllowMsgSchedules)
+	d.add("AllowRollup", old.AllowRollup, want.AllowRollup)
 	return d.changes
 }
 

@@ -3,6 +3,7 @@ package consumer
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -20,21 +21,25 @@ func TestStreamConfigsFollowContract(t *testing.T) {
 	cfgs := StreamConfigs(Config{Subjects: events.NewSubjects("proxbus")})
 	want := []struct {
 		name      string
-		subject   string
+		subjects  string
 		retention jetstream.RetentionPolicy
 		maxAge    time.Duration
+		schedules bool
 	}{
-		{"PROXBUS_COMMANDS", "proxbus.cmd.>", jetstream.WorkQueuePolicy, 0},
-		{"PROXBUS_EVENTS", "proxbus.evt.>", jetstream.LimitsPolicy, 7 * 24 * time.Hour},
-		{"PROXBUS_DLQ", "proxbus.dlq.>", jetstream.LimitsPolicy, 30 * 24 * time.Hour},
+		{"PROXBUS_COMMANDS", "[proxbus.cmd.> proxbus.schedule.>]", jetstream.WorkQueuePolicy, 0, true},
+		{"PROXBUS_EVENTS", "[proxbus.evt.>]", jetstream.LimitsPolicy, 7 * 24 * time.Hour, false},
+		{"PROXBUS_DLQ", "[proxbus.dlq.>]", jetstream.LimitsPolicy, 30 * 24 * time.Hour, false},
 	}
 	if len(cfgs) != len(want) {
 		t.Fatalf("got %d stream configs, want %d", len(cfgs), len(want))
 	}
 	for i, w := range want {
 		got := cfgs[i]
-		if got.Name != w.name || len(got.Subjects) != 1 || got.Subjects[0] != w.subject {
-			t.Errorf("stream %d = %s %v, want %s [%s]", i, got.Name, got.Subjects, w.name, w.subject)
+		if got.Name != w.name || fmt.Sprint(got.Subjects) != w.subjects {
+			t.Errorf("stream %d = %s %v, want %s %s", i, got.Name, got.Subjects, w.name, w.subjects)
+		}
+		if got.AllowMsgSchedules != w.schedules || got.AllowRollup != w.schedules {
+			t.Errorf("%s: AllowMsgSchedules %v AllowRollup %v, want %v", got.Name, got.AllowMsgSchedules, got.AllowRollup, w.schedules)
 		}
 		if got.Retention != w.retention || got.Storage != jetstream.FileStorage {
 			t.Errorf("%s: retention %v storage %v", got.Name, got.Retention, got.Storage)

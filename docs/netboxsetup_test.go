@@ -1,6 +1,7 @@
 package docs_test
 
 import (
+	"encoding/json"
 	"os"
 	"regexp"
 	"strings"
@@ -11,9 +12,10 @@ import (
 )
 
 // TestNetBoxSetupRules loads the rules file of docs/netbox-setup.md as proxbus would and maps
-// NetBox 4.7 webhook bodies with it: the backup request becomes a vm.backup, the activated
-// backup server a storage.pbs.create, each with data the verb accepts; a change that is not a
-// request makes no command.
+// NetBox 4.7 webhook bodies with it: the backup request becomes a vm.backup, setting or
+// changing the backup cron field a schedule.add of a vm.backup, clearing it or deleting the VM
+// a schedule.remove, the activated backup server a storage.pbs.create, each with data the verb
+// (and the scheduled verb) accepts; a change that is not a request makes no command.
 func TestNetBoxSetupRules(t *testing.T) {
 	t.Parallel()
 	raw, err := os.ReadFile("netbox-setup.md")
@@ -49,11 +51,22 @@ func TestNetBoxSetupRules(t *testing.T) {
 			`"pbs_token_id":"backup@pbs!proxbus","pbs_fingerprint":"` + fp + `"}},` +
 			`"snapshots":{"prechange":{"status":"` + before + `"},"postchange":{}}}`
 	}
+	vmCron := func(event, cron, before string) string {
+		return `{"event":"` + event + `","timestamp":"2026-12-01T10:00:00.3+00:00","object_type":"virtualization.virtualmachine",` +
+			`"request":{"id":"r3","user":"alice"},"data":{"id":42,"name":"web-01","status":{"value":"active"},` +
+			`"custom_fields":{"proxmox_vm_id":100,"proxmox_endpoint_id":1,"proxbus_backup_cron":` + cron + `}},` +
+			`"snapshots":{"prechange":{"custom_fields":{"proxbus_backup_cron":` + before + `}},"postchange":{}}}`
+	}
 	tests := []struct {
 		name     string
 		body     string
 		wantVerb string // "": no command
 	}{
+		{"backup schedule set", vmCron("updated", `"0 0 2 * * *"`, `null`), "schedule.add"},
+		{"backup schedule changed", vmCron("updated", `"0 30 1 * * *"`, `"0 0 2 * * *"`), "schedule.add"},
+		{"backup schedule cleared", vmCron("updated", `null`, `"0 0 2 * * *"`), "schedule.remove"},
+		{"VM without a schedule deleted", vmCron("deleted", `null`, `null`), ""},
+		{"VM with a schedule deleted", vmCron("deleted", `"0 0 2 * * *"`, `"0 0 2 * * *"`), "schedule.remove"},
 		{"backup requested", vm("true", "false"), "vm.backup"},
 		{"backup still requested", vm("true", "true"), ""},
 		{"backup not requested", vm("false", "false"), ""},
@@ -74,11 +87,26 @@ func TestNetBoxSetupRules(t *testing.T) {
 			t.Errorf("%s: %v", tt.name, err)
 		case tt.wantVerb == "" && ok:
 			t.Errorf("%s: rule %s made %s, want no command", tt.name, got.Rule, got.Verb)
-		case tt.wantVerb != "" && (!ok || got.Verb != tt.wantVerb || !got.HasEndpointID || got.EndpointID != 1):
-			t.Errorf("%s: %+v (matched %v), want %s on endpoint 1", tt.name, got, ok, tt.wantVerb)
+		case tt.wantVerb != "" && (!ok || got.Verb != tt.wantVerb):
+			t.Errorf("%s: %+v (matched %v), want %s", tt.name, got, ok, tt.wantVerb)
+		case ok && !strings.HasPrefix(tt.wantVerb, "schedule.") && (!got.HasEndpointID || got.EndpointID != 1):
+			t.Errorf("%s: %+v, want endpoint 1", tt.name, got)
 		case ok:
 			if res, err := registry.Check(got.Verb, got.Data); err != nil || !res.Valid() {
 				t.Errorf("%s: %s refuses the rule's data %s: %+v %v", tt.name, got.Verb, strings.ReplaceAll(string(got.Data), "REPLACE", "…"), res, err)
+			}
+			if got.Verb == "schedule.add" {
+				var sc struct {
+					Name, Verb string
+					EndpointID int64           `json:"endpoint_id"`
+					Data       json.RawMessage `json:"data"`
+				}
+				if err := json.Unmarshal(got.Data, &sc); err != nil || sc.Name != "backup-vm-42" || sc.Verb != "vm.backup" || sc.EndpointID != 1 {
+					t.Errorf("%s: schedule %s (%v)", tt.name, got.Data, err)
+				}
+				if res, err := registry.Check(sc.Verb, sc.Data); err != nil || !res.Valid() {
+					t.Errorf("%s: %s refuses the scheduled data %s: %+v %v", tt.name, sc.Verb, sc.Data, res, err)
+				}
 			}
 		}
 	}

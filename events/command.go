@@ -60,6 +60,8 @@ type Command struct {
 	Data json.RawMessage
 	// Mode is the content mode the command arrived in (Decode) or is to be encoded in.
 	Mode Mode
+	// Firing is set on a command a proxbus schedule fired (contract §11); nil otherwise.
+	Firing *Firing
 }
 
 // Ref is the event-subject token of the command, [Ref](c.Source, c.ID).

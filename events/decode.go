@@ -86,8 +86,12 @@ func Decode(subject string, h nats.Header, body []byte, s Subjects) (Command, er
 	if reason != "" {
 		return poison(reason, nil)
 	}
-	if reason := hs.scheduleReason(s, c); reason != "" {
+	name, reason := hs.scheduleReason(s, c)
+	if reason != "" {
 		return poison(reason, nil)
+	}
+	if name != "" {
+		c.Firing = hs.firing(name)
 	}
 	if !structured {
 		c.Mode = ModeBinary
@@ -130,6 +134,9 @@ type headerScan struct {
 	// Nats-Scheduler and Nats-Schedule-Next is present (the message is a schedule itself).
 	scheduler []string
 	schedule  bool
+	// next, window, pattern and zone are the first Nats-Schedule-Next,
+	// Proxbus-Schedule-Window, Proxbus-Schedule-Pattern and Proxbus-Schedule-Time-Zone values.
+	next, window, pattern, zone string
 }
 
 // NATS message-schedule headers (nats-server server/stream.go, server/scheduler.go: a fired
@@ -141,26 +148,41 @@ const (
 	headerScheduleNext   = "Nats-Schedule-Next"
 )
 
-// scheduleReason is why c, with these headers, may not run as a scheduled command, or "".
+// scheduleReason is why c, with these headers, may not run as a scheduled command, or "" and
+// the name of the proxbus schedule that fired it ("" when no schedule did).
 // nats-server stores whatever a schedule targets as long as the target is in the stream, so a
 // user allowed one command subject could otherwise schedule an approval (contract §11): a
 // fired command is accepted only from a schedule under <prefix>.schedule.> (which only proxbus
 // may write) whose name its source repeats, and never for a command.* verb.
-func (hs *headerScan) scheduleReason(s Subjects, c Command) string {
+func (hs *headerScan) scheduleReason(s Subjects, c Command) (string, string) {
 	if hs.schedule {
-		return reasonScheduleMsg
+		return "", reasonScheduleMsg
 	}
 	if len(hs.scheduler) == 0 {
-		return ""
+		return "", ""
 	}
-	if strings.HasPrefix(c.Verb, "command.") {
-		return reasonScheduledVerb
+	if strings.HasPrefix(c.Verb, "command.") || strings.HasPrefix(c.Verb, "schedule.") {
+		return "", reasonScheduledVerb
 	}
 	name, ok := strings.CutPrefix(hs.scheduler[0], s.Schedule(""))
-	if len(hs.scheduler) != 1 || !ok || name == "" || c.Source != ScheduleSource(name) {
-		return reasonScheduler
+	if len(hs.scheduler) != 1 || !ok || !ValidScheduleName(name) || c.Source != ScheduleSource(name) {
+		return "", reasonScheduler
 	}
-	return ""
+	return name, ""
+}
+
+// proxbusScheduleHeader is where the value of header k goes when it is one of proxbus's own
+// schedule headers, else nil.
+func (hs *headerScan) proxbusScheduleHeader(k string) *string {
+	switch {
+	case strings.EqualFold(k, HeaderScheduleWindow):
+		return &hs.window
+	case strings.EqualFold(k, HeaderSchedulePattern):
+		return &hs.pattern
+	case strings.EqualFold(k, HeaderScheduleZone):
+		return &hs.zone
+	}
+	return nil
 }
 
 // headerValues are the values of the headers naming one attribute: whether there is such a
@@ -194,8 +216,18 @@ func scanHeaders(h nats.Header) headerScan {
 			switch {
 			case strings.EqualFold(k, HeaderScheduler):
 				hs.scheduler = append(hs.scheduler, vs...)
-			case !strings.EqualFold(k, headerScheduleNext):
+			case strings.EqualFold(k, headerScheduleNext):
+				if len(vs) > 0 {
+					hs.next = vs[0]
+				}
+			default:
 				hs.schedule = true
+			}
+			continue
+		}
+		if dst := hs.proxbusScheduleHeader(k); dst != nil {
+			if len(vs) > 0 {
+				*dst = vs[0]
 			}
 			continue
 		}

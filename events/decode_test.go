@@ -74,7 +74,20 @@ func TestDecodeValid(t *testing.T) {
 					h["ce-source"] = []string{"urn:proxbus:schedule:nightly"}
 				})
 			},
-			want: Command{ID: "cmd-1", Source: "urn:proxbus:schedule:nightly", Type: "proxbus.vm.start", Verb: "vm.start", Data: json.RawMessage(`{"vm":"web1"}`)},
+			want: Command{ID: "cmd-1", Source: "urn:proxbus:schedule:nightly", Type: "proxbus.vm.start", Verb: "vm.start", Data: json.RawMessage(`{"vm":"web1"}`),
+				Firing: &Firing{Name: "nightly", Next: time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC), Window: DefaultScheduleWindow}},
+		},
+		{
+			name: "binary fired by proxbus's own schedule with a window",
+			msg: func(*testing.T) (string, nats.Header, []byte) {
+				return binaryMsg(func(h nats.Header) {
+					h["Nats-Scheduler"] = []string{"proxbus.schedule.nightly"}
+					h["Proxbus-Schedule-Window"] = []string{"1h0m0s"}
+					h["ce-source"] = []string{"urn:proxbus:schedule:nightly"}
+				})
+			},
+			want: Command{ID: "cmd-1", Source: "urn:proxbus:schedule:nightly", Type: "proxbus.vm.start", Verb: "vm.start", Data: json.RawMessage(`{"vm":"web1"}`),
+				Firing: &Firing{Name: "nightly", Window: time.Hour}},
 		},
 		{
 			name: "binary non-simple id",
@@ -200,6 +213,18 @@ func TestDecodePoison(t *testing.T) {
 			})
 			return testSubjects.Command("command.approve"), h, []byte(`{"command_id":"a","command_source":"b"}`)
 		}, reasonScheduledVerb, id, "urn:proxbus:schedule:x", "command.approve"},
+		{"a schedule fired by proxbus's own schedule", func(*testing.T) (string, nats.Header, []byte) {
+			_, h, _ := binaryMsg(func(h nats.Header) {
+				h["Nats-Scheduler"] = []string{"proxbus.schedule.x"}
+				h["ce-source"] = []string{"urn:proxbus:schedule:x"}
+				h["ce-type"] = []string{"proxbus.schedule.add"}
+			})
+			return testSubjects.Command("schedule.add"), h, []byte(`{"name":"y"}`)
+		}, reasonScheduledVerb, id, "urn:proxbus:schedule:x", "schedule.add"},
+		{"fired by a schedule whose name is no schedule name", bin(func(h nats.Header) {
+			h["Nats-Scheduler"] = []string{"proxbus.schedule.a.b"}
+			h["ce-source"] = []string{"urn:proxbus:schedule:a.b"}
+		}), reasonScheduler, id, "urn:proxbus:schedule:a.b", verb},
 		{"binary actor with an escape sequence", bin(set("ce-actor", "bob%1B%5B2J")), reasonActor, id, src, verb},
 		{"binary actor with a bidi override", bin(set("ce-actor", "bob%E2%80%AEtxt")), reasonActor, id, src, verb},
 		{"binary actor with a zero-width space", bin(set("ce-actor", "b%E2%80%8Bob")), reasonActor, id, src, verb},

@@ -39,7 +39,7 @@ const (
 	reasonTooLarge        = "message exceeds 1 MiB"
 	reasonScheduleMsg     = "a message schedule on a command subject"
 	reasonScheduler       = "fired by a message schedule that is not proxbus's (Nats-Scheduler must be <prefix>.schedule.<name> and source urn:proxbus:schedule:<name>)"
-	reasonScheduledVerb   = "a message schedule may not fire a command.* verb"
+	reasonScheduledVerb   = "a message schedule may not fire a command.* or schedule.* verb"
 	reasonSubject         = "subject is not a command subject"
 	reasonNotObject       = "structured body is not a JSON object"
 	reasonMalformed       = "malformed CloudEvent"

@@ -69,6 +69,8 @@ var fuzzVerbs = map[string]fuzzVerb{
 	"command.approve":      {CommandApprove, []string{"command_id", "command_source", "reason"}, nil},
 	"command.reject":       {CommandReject, []string{"command_id", "command_source", "reason"}, nil},
 	"command.cancel":       {CommandCancel, []string{"command_id", "command_source", "reason"}, nil},
+	"schedule.add":         {ScheduleAdd, []string{"name", "cron", "tz", "every", "at", "verb", "endpoint_id", "data", "window"}, nil},
+	"schedule.remove":      {ScheduleRemove, []string{"name"}, nil},
 }
 
 // fuzzTargets names the fuzz target of each verb (its seed corpus directory).
@@ -96,6 +98,8 @@ var fuzzTargets = map[string]string{
 	"command.approve":      "FuzzPrepareCommandApprove",
 	"command.reject":       "FuzzPrepareCommandReject",
 	"command.cancel":       "FuzzPrepareCommandCancel",
+	"schedule.add":         "FuzzPrepareScheduleAdd",
+	"schedule.remove":      "FuzzPrepareScheduleRemove",
 }
 
 func FuzzPrepareStoragePBSCreate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.create") }
@@ -121,6 +125,8 @@ func FuzzPrepareVMBackupDelete(f *testing.F)     { fuzzPrepare(f, "vm.backup.del
 func FuzzPrepareCommandApprove(f *testing.F)     { fuzzPrepare(f, "command.approve") }
 func FuzzPrepareCommandReject(f *testing.F)      { fuzzPrepare(f, "command.reject") }
 func FuzzPrepareCommandCancel(f *testing.F)      { fuzzPrepare(f, "command.cancel") }
+func FuzzPrepareScheduleAdd(f *testing.F)        { fuzzPrepare(f, "schedule.add") }
+func FuzzPrepareScheduleRemove(f *testing.F)     { fuzzPrepare(f, "schedule.remove") }
 
 // fuzzPrepare runs the checks on the verb's data: the body as given, then the body with a
 // canary at every secret path (and a top-level "password", declared or not).

@@ -241,6 +241,8 @@ type lifecycle struct {
 	clock   *testenv.Clock
 	stream  *stream
 	journal *journal
+	// schedules are the message schedules schedule.add made.
+	schedules *fakeSchedules
 }
 
 func newLifecycle(t *testing.T, sc *script) *lifecycle {
@@ -270,10 +272,11 @@ func newLifecycleWith(t *testing.T, sc *script, tune func(*proxmox.EndpointConfi
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &lifecycle{store: st, redis: r.Client, clock: c, stream: newStream(), journal: &journal{}}
+	l := &lifecycle{store: st, redis: r.Client, clock: c, stream: newStream(), journal: &journal{}, schedules: &fakeSchedules{}}
 	l.p, err = New(Config{
-		Registry: NewRegistry(testVerb(sc), CommandApprove(), CommandReject(), CommandCancel()), Store: st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
-		Publisher: l.stream, History: l.stream,
+		Registry: NewRegistry(testVerb(sc), CommandApprove(), CommandReject(), CommandCancel(), ScheduleAdd(), ScheduleRemove()),
+		Store:    st, Endpoints: writable{}, Journal: l.journal, Proxmox: clients,
+		Publisher: l.stream, History: l.stream, Schedules: l.schedules,
 		Instance: "test", Now: c.Now, Settings: Settings{MaxAttempts: 3, JournalRetryDelay: time.Millisecond, GuardWait: 5 * time.Millisecond},
 	})
 	if err != nil {

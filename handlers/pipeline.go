@@ -158,6 +158,9 @@ type Config struct {
 	Proxmox   ProxmoxClients
 	Publisher Publisher
 	History   History
+	// Schedules keeps the message schedules of schedule.add and schedule.remove (contract
+	// §11); without it those verbs answer 503 schedules_unavailable.
+	Schedules Schedules
 	// Instance names this process in lease owners and logs (default "proxbus").
 	Instance string
 	// Logger receives the pipeline's logs (default: discard).

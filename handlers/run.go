@@ -130,6 +130,14 @@ func (r *run) lookUp(ctx context.Context) move {
 		return m
 	}
 	r.verb = verb
+	if r.cmd.Firing != nil { // fired by a message schedule (contract §11)
+		return r.scheduled(ctx, r.begin)
+	}
+	return r.begin(ctx)
+}
+
+// begin answers a command that must not start any more (expired), or admits it.
+func (r *run) begin(ctx context.Context) move {
 	r.started = r.p.cfg.Now()
 	if why := r.expiry(); why != "" {
 		return r.expire(ctx, why, r.admit)

@@ -230,5 +230,7 @@ func Builtin() []Verb {
 		CommandApprove(),
 		CommandReject(),
 		CommandCancel(),
+		ScheduleAdd(),
+		ScheduleRemove(),
 	}
 }

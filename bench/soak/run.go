@@ -135,6 +135,18 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 		leaks = append(leaks, found...)
 		leaksMu.Unlock()
 	}}
+	// Cluster mode: a schedule fires a command every second through the faults (contract §11).
+	scheduled := cfg.cluster && !cfg.redisEphemeral
+	if scheduled {
+		if err := startSchedule(ctx, nc, js, subjects, run); err != nil {
+			logf("soak: %v", err)
+			keep = true
+			return 2
+		}
+		logf("schedule %s fires vm.list every second", soakSchedule)
+	} else if cfg.cluster {
+		logf("no schedule: an ephemeral Redis loses what schedule.add recorded, so its firings would be refused 403")
+	}
 	// The publisher (and the SDK's senders, which look the stream up) before any fault.
 	pb, err := newPublisher(ctx, nc, js, subjects, plan)
 	if err != nil {
@@ -164,6 +176,7 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 		<-killsDone
 	}
 	ch.healNATS()
+	faultsEnded := time.Now()
 	if perr != nil {
 		logf("soak: publishing stopped: %v", perr)
 		keep = true
@@ -208,6 +221,14 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 		}
 		logf("%d journal entries in_progress; waiting for the repairer", len(r.inProgress))
 		sleepCtx(ctx, 5*time.Second)
+	}
+	if scheduled {
+		if err := stopSchedule(ctx, nc, js, subjects, run); err != nil {
+			logf("soak: %v", err)
+			keep = true
+			return 2
+		}
+		sleepCtx(ctx, 5*time.Second) // a firing stored before the removal is answered too
 	}
 	c, err := collect(ctx, js, subjects)
 	if err != nil {
@@ -285,7 +306,13 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 		len(c.events), len(c.dlqMsgs), entries, keys, logLines)
 	fmt.Fprintf(out, "  journal repaired events: %d\n", c.repairs)
 	rep.print(out)
-	if rep.failed() {
+	schedFailed := false
+	if scheduled {
+		sr := checkSchedule(c)
+		sr.print(out, faultsEnded)
+		schedFailed = sr.failed(faultsEnded)
+	}
+	if rep.failed() || schedFailed {
 		keep = true
 		fmt.Fprintln(out, "\nFAIL: a zero is not zero")
 		return 1

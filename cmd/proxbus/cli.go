@@ -36,6 +36,7 @@ type cli struct {
 	Approve    decideCmd     `cmd:"" help:"Approve a command awaiting approval (a second person)."`
 	Reject     decideCmd     `cmd:"" help:"Reject a command awaiting approval (a second person)."`
 	Pending    pendingCmd    `cmd:"" help:"Commands awaiting approval."`
+	Schedule   scheduleCmd   `cmd:"" help:"Scheduled commands: add, list, remove (JetStream message schedules)."`
 	DLQ        dlqCmd        `cmd:"" name:"dlq" help:"Inspect, re-inject and purge dead letters."`
 	Journal    journalCmd    `cmd:"" help:"Journal updates waiting for NetBox."`
 	Streams    streamsCmd    `cmd:"" help:"Create or update the streams and the consumer."`

@@ -41,6 +41,9 @@ func (c *streamsApplyCmd) Run(e *cliEnv) error {
 	}
 	defer client.Close()
 	ctx, js := client.ctx, client.js
+	if err := consumer.CheckServerVersion(js.Conn().ConnectedServerVersion()); err != nil {
+		return err
+	}
 	cfg := consumer.Config{
 		Subjects: events.NewSubjects(c.SubjectPrefix), Concurrency: c.Concurrency, MaxAckPending: c.MaxAckPending,
 		Replicas: c.StreamReplicas, AckWait: c.AckWait,

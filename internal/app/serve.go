@@ -397,6 +397,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		return err
 	}
+	if err := consumer.CheckServerVersion(nc.ConnectedServerVersion()); err != nil {
+		return err
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("jetstream: %w", err)
@@ -442,6 +445,7 @@ func Serve(ctx context.Context, cfg Config) error {
 		Proxmox:   pveClients,
 		Publisher: pub,
 		History:   NewHistory(js, subjects),
+		Schedules: consumer.Schedules{JS: js, Subjects: subjects},
 		Instance:  cfg.Instance,
 		Logger:    log.With("component", "pipeline"),
 	})

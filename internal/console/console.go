@@ -30,11 +30,13 @@ const (
 	DefaultLiveInterval = 500 * time.Millisecond
 )
 
-// Store is what the console reads from the store: the pending journal repairs and the
-// commands awaiting approval. *store.Store implements it.
+// Store is what the console reads from the store: the pending journal repairs, the
+// commands awaiting approval and the schedules. *store.Store implements it.
 type Store interface {
 	PendingRepairs(ctx context.Context) ([]store.Repair, error)
 	PendingApprovals(ctx context.Context) ([]store.Approval, error)
+	// Schedules lists the scheduled commands schedule.add made (contract §11).
+	Schedules(ctx context.Context) ([]store.Schedule, error)
 }
 
 // Config is what a [Console] needs. JetStream and Subjects are required.
@@ -176,6 +178,7 @@ func (c *Console) Handler() http.Handler {
 	operate("POST "+Path+"/deadletters/purge", c.purge)
 	read("GET "+Path+"/repairs", c.repairsPage)
 	read("GET "+Path+"/approvals", c.approvalsPage)
+	read("GET "+Path+"/schedules", c.schedulesPage)
 	read("GET "+Path+"/replicas", c.replicasPage)
 	read(Path+"/", func(w http.ResponseWriter, r *http.Request, s session) {
 		c.problem(w, r, s, http.StatusNotFound, "No such page", "There is no console page at "+r.URL.Path+".")

@@ -205,7 +205,7 @@ func TestWithoutCredentialsNothingButTheLoginForm(t *testing.T) {
 	bad := f.client("Authorization", "Bearer not-the-token-0123456789")
 	paths := []string{"/ui", "/ui/", "/ui/commands", "/ui/commands/secret-plan-42", "/ui/live/commands", "/ui/live/commands/secret-plan-42",
 		"/ui/live/replicas", "/ui/deadletters", "/ui/deadletters/1", "/ui/deadletters/1/replay", "/ui/deadletters/purge",
-		"/ui/repairs", "/ui/approvals", "/ui/replicas", "/ui/nope"}
+		"/ui/repairs", "/ui/approvals", "/ui/schedules", "/ui/replicas", "/ui/nope"}
 	for _, c := range []*client{anon, bad} {
 		for _, p := range paths {
 			status, body := c.get(p)
@@ -491,7 +491,8 @@ func TestNeverShowsASecret(t *testing.T) {
 	}
 }
 
-// TestStorePages: pending journal repairs and approvals are listed from the store.
+// TestStorePages: pending journal repairs, approvals and schedules (with their next firing
+// and a link to their last firing's command) are listed from the store.
 func TestStorePages(t *testing.T) {
 	t.Parallel()
 	r := testenv.StartRedis(t)
@@ -508,8 +509,23 @@ func TestStorePages(t *testing.T) {
 		EndpointID: 1, Requester: "alice", Summary: "guest 100 on pve1"}); err != nil {
 		t.Fatal(err)
 	}
+	if err := st.PutSchedule(ctx, store.Schedule{Name: "nightly", Verb: "vm.backup", EndpointID: 1, Actor: "alice",
+		Pattern: "0 0 2 * * *", TZ: "Europe/Berlin", Window: 15 * time.Minute, MadeAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	fired := time.Now().UTC().Truncate(time.Second)
+	if err := st.RecordFiring(ctx, "nightly", "nightly."+fired.Format("20060102T150405Z"), fired, fired.Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
 	f := newFixture(t, Config{Access: tokens, Store: st})
 	c := f.client("Authorization", "Bearer "+testReadToken)
+	status, body := c.get("/ui/schedules")
+	lastRef := events.Ref(events.ScheduleSource("nightly"), "nightly."+fired.Format("20060102T150405Z"))
+	for _, want := range []string{"nightly", "0 0 2 * * *", "Europe/Berlin", "vm.backup", fmtTime(fired.Add(24 * time.Hour)), "/ui/commands/" + lastRef} {
+		if status != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("schedules page: status %d, lacks %q", status, want)
+		}
+	}
 	if status, body := c.get("/ui/repairs"); status != http.StatusOK || !strings.Contains(body, "fix-me") || !strings.Contains(body, "NetBox answered 503") {
 		t.Errorf("repairs page: status %d, repair shown %v", status, strings.Contains(body, "fix-me"))
 	}

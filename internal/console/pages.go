@@ -17,11 +17,12 @@ import (
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/deadletter"
+	"github.com/proxbus/proxbus/internal/schedule"
 	"github.com/proxbus/proxbus/store"
 )
 
 // pageNames are the templates under templates/, each parsed with layout.html.
-var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "replicas"}
+var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "schedules", "replicas"}
 
 // parsePages parses every page with the layout and the shared fragments.
 func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
@@ -426,6 +427,46 @@ func (c *Console) repairsPage(w http.ResponseWriter, r *http.Request, s session)
 func (c *Console) approvalsPage(w http.ResponseWriter, r *http.Request, s session) {
 	d, status := readStore(r, c.cfg.Store, Store.PendingApprovals)
 	c.render(w, status, "approvals", c.view(s, "approvals", "Awaiting approval", d))
+}
+
+// scheduleRow is one schedule as the schedules page shows it.
+type scheduleRow struct {
+	store.Schedule
+	// Next is its next firing (zero when it fires no more); LastRef the event ref of its last
+	// firing's command ("" before its first).
+	Next    time.Time
+	LastRef string
+}
+
+func (c *Console) schedulesPage(w http.ResponseWriter, r *http.Request, s session) {
+	d, status := readStore(r, c.cfg.Store, Store.Schedules)
+	rows := storeData[scheduleRow]{Error: d.Error, Items: make([]scheduleRow, 0, len(d.Items))}
+	now := c.cfg.Now()
+	for _, sc := range d.Items {
+		row := scheduleRow{Schedule: sc, Next: nextFiring(sc, now)}
+		if sc.LastID != "" {
+			row.LastRef = events.Ref(events.ScheduleSource(sc.Name), sc.LastID)
+		}
+		rows.Items = append(rows.Items, row)
+	}
+	c.render(w, status, "schedules", c.view(s, "schedules", "Schedules", rows))
+}
+
+// nextFiring is sc's next firing after now: the one nats-server announced with its last
+// firing while it is ahead, else computed as nats-server computes it; zero when none.
+func nextFiring(sc store.Schedule, now time.Time) time.Time {
+	if sc.Next.After(now) {
+		return sc.Next
+	}
+	es := events.Schedule{Name: sc.Name, TZ: sc.TZ}
+	if es.SetPattern(sc.Pattern) != nil {
+		return time.Time{}
+	}
+	next, ok := schedule.NextFiring(es, sc.MadeAt, now)
+	if !ok {
+		return time.Time{}
+	}
+	return next
 }
 
 // readStore lists what list returns, or says why it cannot.

@@ -19,8 +19,9 @@ func ceBody(id, verb, source, data string) []byte {
 
 // TestWebhookCloudEventRefusals reproduces the review's approval forgery and its neighbours:
 // a signed CloudEvent body of a command.* type (an approval naming actor alice), one whose
-// source is outside the front's own, and one whose verb the operator did not list are each
-// answered 403 with the field at fault, and nothing reaches the commands stream.
+// source is outside the front's own, one whose verb the operator did not list, and a
+// schedule.add scheduling a verb the operator did not list or an approval are each answered
+// 403 with the field at fault, and nothing reaches the commands stream.
 func TestWebhookCloudEventRefusals(t *testing.T) {
 	t.Parallel()
 	approve := `{"command_id":"c-1","command_source":"urn:proxbus:cli"}`
@@ -39,6 +40,12 @@ func TestWebhookCloudEventRefusals(t *testing.T) {
 		{"verb not listed", []string{"vm.start"}, ceBody("v-1", "vm.delete", "/netbox/webhook", `{"vm":1}`), 403, "verb_not_allowed"},
 		{"verb listed", []string{"vm.start"}, ceBody("v-2", "vm.start", "/netbox/webhook", `{"vm":1}`), 202, ""},
 		{"verb under a listed prefix", []string{"vm.*"}, ceBody("v-3", "vm.start", "/netbox/webhook/7", `{"vm":1}`), 202, ""},
+		{"a schedule of a listed verb", []string{"schedule.add", "vm.backup"},
+			ceBody("sc-1", "schedule.add", "/netbox/webhook", `{"name":"n","every":"24h","verb":"vm.backup","endpoint_id":1,"data":{"vm":1,"storage":"pbs1"}}`), 202, ""},
+		{"a schedule of a verb not listed", []string{"schedule.add", "vm.backup"},
+			ceBody("sc-2", "schedule.add", "/netbox/webhook", `{"name":"n","every":"24h","verb":"vm.delete","endpoint_id":1,"data":{"vm":1}}`), 403, "verb_not_allowed"},
+		{"a scheduled approval", nil,
+			ceBody("sc-3", "schedule.add", "/netbox/webhook", `{"name":"n","every":"1h","verb":"command.approve","endpoint_id":1,"data":`+approve+`}`), 403, "verb_not_allowed"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -119,6 +119,9 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if object := firstNonEmpty(wh.ObjectType, wh.Model); object != "" && wh.ObjectID != "" {
 		cmd.Subject = object + "/" + wh.ObjectID
 	}
+	if !s.scheduleAllowed(w, r, m.Verb, m.Data) {
+		return
+	}
 	sent, err := s.client.Publish(r.Context(), cmd, client.AwaitStreams())
 	if errors.Is(err, events.ErrEncode) {
 		// The encoder's reasons are fixed phrases naming the attribute, never its value.
@@ -171,8 +174,21 @@ func (s *Server) acceptCloudEvent(w http.ResponseWriter, r *http.Request, body [
 			Detail: "a webhook's source must be " + s.cfg.Source + " or a path under it"})
 		return
 	}
+	if !s.scheduleAllowed(w, r, cmd.Verb, cmd.Data) {
+		return
+	}
 	sent, err := s.client.Forward(r.Context(), cmd, body)
 	s.answerAccepted(w, cmd.ID, sent, err, cmd.Verb, cmd.EndpointID, "")
+}
+
+// scheduleAllowed refuses (403) a schedule.add whose scheduled verb the webhook front may not
+// publish itself: a schedule is no way around the webhook verbs.
+func (s *Server) scheduleAllowed(w http.ResponseWriter, r *http.Request, verb string, data json.RawMessage) bool {
+	if inner, ok := scheduledVerb(verb, data); ok && !verbAllowed(s.cfg.WebhookVerbs, inner) {
+		s.refuseVerb(w, r, inner)
+		return false
+	}
+	return true
 }
 
 // answerAccepted answers a webhook whose command id was published (202, with where to follow
@@ -256,4 +272,17 @@ func firstNonEmpty(ss ...string) string {
 		}
 	}
 	return ""
+}
+
+// scheduledVerb is the verb a schedule.add command (verb, with data) schedules (its data's
+// verb), and whether it is a schedule.add.
+func scheduledVerb(verb string, data json.RawMessage) (string, bool) {
+	if verb != "schedule.add" {
+		return "", false
+	}
+	var d struct {
+		Verb string `json:"verb"`
+	}
+	_ = json.Unmarshal(data, &d)
+	return d.Verb, true
 }
