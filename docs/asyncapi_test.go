@@ -527,6 +527,8 @@ func TestAsyncAPISchemasMatchTypes(t *testing.T) {
 		typ     reflect.Type
 	}{
 		{[]string{"StoragePbsCreateData"}, reflect.TypeFor[handlers.PBSStorageInput]()},
+		{[]string{"StoragePbsUpdateData"}, reflect.TypeFor[handlers.PBSStorageUpdateInput]()},
+		{[]string{"StoragePbsDeleteData"}, reflect.TypeFor[handlers.PBSStorageDeleteInput]()},
 		{[]string{"VmProvisionData"}, reflect.TypeFor[handlers.ProvisionInput]()},
 		{[]string{"GuestData"}, reflect.TypeFor[handlers.GuestRef]()},
 		{[]string{"GuestForceData"}, reflect.TypeFor[handlers.PowerInput]()},

@@ -97,6 +97,11 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 		{name: "vm.delete (running VM, stop_first)", verb: "vm.delete", data: `{"vm":310,"stop_first":true}`, status: 200, result: ResultOK,
 			calls: []string{resources, resources, qemuStatus, qemuConfig, "POST /nodes/{node}/qemu/{vmid}/status/stop",
 				"DELETE /nodes/{node}/qemu/{vmid}"}, polls: 2},
+		{name: "storage.pbs.update (rotate the token secret)", verb: "storage.pbs.update",
+			data: `{"storage":"pbs-api","password":"demo-rotated-secret","username":"backup@pbs!rotated"}`, status: 200, result: ResultOK,
+			calls: []string{"GET /storage/{storage}", "PUT /storage/{storage}"}},
+		{name: "storage.pbs.delete (retire the storage)", verb: "storage.pbs.delete", data: `{"storage":"pbs-api"}`, status: 200, result: ResultOK,
+			calls: []string{"GET /storage/{storage}", "DELETE /storage/{storage}"}},
 		{name: "node.reboot", verb: "node.reboot", data: `{"node":"pve3"}`, status: 200, result: ResultOK,
 			calls: []string{"POST /nodes/{node}/status"}},
 	}

@@ -43,6 +43,8 @@ var fuzzVerbs = map[string]fuzzVerb{
 	"storage.pbs.create": {StoragePBSCreate,
 		[]string{"storage", "server", "port", "datastore", "namespace", "username", "password", "fingerprint", "nodes"},
 		[][]string{{"password"}}},
+	"storage.pbs.update": {StoragePBSUpdate, []string{"storage", "username", "password", "fingerprint"}, [][]string{{"password"}}},
+	"storage.pbs.delete": {StoragePBSDelete, []string{"storage"}, nil},
 	"vm.provision": {VMProvision,
 		[]string{"source", "new_vmid", "new_name", "target_node", "storage", "full_clone", "memory_mb", "cores",
 			"sockets", "disk_gb", "bridge", "vlan_tag", "cloud_init", "extra_networks", "enforce_cloud_network",
@@ -71,6 +73,8 @@ var fuzzVerbs = map[string]fuzzVerb{
 // fuzzTargets names the fuzz target of each verb (its seed corpus directory).
 var fuzzTargets = map[string]string{
 	"storage.pbs.create":   "FuzzPrepareStoragePBSCreate",
+	"storage.pbs.update":   "FuzzPrepareStoragePBSUpdate",
+	"storage.pbs.delete":   "FuzzPrepareStoragePBSDelete",
 	"vm.provision":         "FuzzPrepareVMProvision",
 	"vm.start":             "FuzzPrepareVMStart",
 	"vm.stop":              "FuzzPrepareVMStop",
@@ -93,6 +97,8 @@ var fuzzTargets = map[string]string{
 }
 
 func FuzzPrepareStoragePBSCreate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.create") }
+func FuzzPrepareStoragePBSUpdate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.update") }
+func FuzzPrepareStoragePBSDelete(f *testing.F)   { fuzzPrepare(f, "storage.pbs.delete") }
 func FuzzPrepareVMProvision(f *testing.F)        { fuzzPrepare(f, "vm.provision") }
 func FuzzPrepareVMStart(f *testing.F)            { fuzzPrepare(f, "vm.start") }
 func FuzzPrepareVMStop(f *testing.F)             { fuzzPrepare(f, "vm.stop") }

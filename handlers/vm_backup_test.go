@@ -390,27 +390,13 @@ func TestVMBackupResumed(t *testing.T) {
 func TestVMBackupDryRun(t *testing.T) {
 	t.Parallel()
 	e := backupEnv(t)
-	run := func(id, data string) Plan {
-		t.Helper()
-		cmd := events.Command{ID: id, Source: "/test/backup", Type: events.TypePrefix + "vm.backup", Verb: "vm.backup",
-			EndpointID: 1, HasEndpointID: true, DryRun: true, Data: json.RawMessage(data)}
-		if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
-			t.Fatalf("%s: decision %+v", id, d)
-		}
-		res := e.pub.result(t, id)
-		var out PlanOutput
-		if res.Status != 200 || res.Result != ResultPlanned || json.Unmarshal(res.Output, &out) != nil {
-			t.Fatalf("%s: %d %s %s", id, res.Status, res.Result, res.Output)
-		}
-		return out.Plan
-	}
-	p := run("dry", `{"vm":"web-01","storage":"pbs1","protected":true}`)
+	p := e.dryRun(t, "vm.backup", "dry", `{"vm":"web-01","storage":"pbs1","protected":true}`)
 	if p.Complete || p.Stopped == "" || p.Outcome != nil || len(p.Writes) != 1 ||
 		p.Writes[0].Method != "POST" || p.Writes[0].Path != "/nodes/pve1/vzdump" || p.Writes[0].Params["storage"] != "pbs1" ||
 		p.Writes[0].Params["protected"] != "1" || p.Writes[0].Params["remove"] != "0" {
 		t.Errorf("plan %+v (outcome %+v)", p, p.Outcome)
 	}
-	refused := run("dry-refused", `{"vm":100,"storage":"local-lvm"}`)
+	refused := e.dryRun(t, "vm.backup", "dry-refused", `{"vm":100,"storage":"local-lvm"}`)
 	if !refused.Complete || refused.Outcome == nil || refused.Outcome.Reason != ReasonBackupStorageUnavailable || len(refused.Writes) != 0 {
 		t.Errorf("refused plan %+v (outcome %+v)", refused, refused.Outcome)
 	}

@@ -70,6 +70,9 @@ type cluster struct {
 	storageStatus map[string]string   // "storage/node" → status in /cluster/resources (absent: available)
 	moveFaults    map[string][]string // "vmid/disk" → exit statuses of its next move_disk tasks
 	ciPasswords   map[int64]string    // vmid → sha256 hex of the Cloud-Init password (config shows a mask)
+	// storageSecrets: storage id → sha256 hex of the PBS password PVE keeps in
+	// /etc/pve/priv/storage/<id>.pw (never returned by the API)
+	storageSecrets map[string]string
 }
 
 // newCluster builds the state of a scenario.
@@ -86,6 +89,8 @@ func newCluster(scenario string) *cluster {
 		storageStatus: map[string]string{},
 		moveFaults:    map[string][]string{},
 		ciPasswords:   map[int64]string{},
+
+		storageSecrets: map[string]string{},
 	}
 	for _, n := range []string{"pve1", "pve2", "pve3"} {
 		c.nodes = append(c.nodes, node{name: n, status: "online", maxCPU: 16, maxMem: 64 << 30})

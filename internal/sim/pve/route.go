@@ -50,6 +50,14 @@ func (s *Server) endpoints() map[string]endpoint {
 			perm: func(*call) (string, string) { return "/storage", privAllocate },
 			fn:   s.createStorage,
 		},
+		"PUT /storage/{storage}": {
+			perm: func(*call) (string, string) { return "/storage", privAllocate },
+			fn:   s.updateStorage,
+		},
+		"DELETE /storage/{storage}": {
+			perm: func(*call) (string, string) { return "/storage", privAllocate },
+			fn:   s.deleteStorage,
+		},
 	}
 	for k, ep := range s.nodeEndpoints() {
 		m[k] = ep

@@ -707,9 +707,22 @@ var methods = map[string]Method{
 			"username":      {Type: "string", Optional: true},
 		},
 	},
+	"DELETE /storage/{storage}": {
+		Params: map[string]Schema{
+			"storage": {Type: "string", Format: "pve-storage-id"},
+		},
+	},
 	"GET /storage/{storage}": {
 		Params: map[string]Schema{
 			"storage": {Type: "string", Format: "pve-storage-id"},
+		},
+	},
+	"PUT /storage/{storage}": {
+		Params: map[string]Schema{
+			"fingerprint": {Type: "string", Pattern: "([A-Fa-f0-9]{2}:){31}[A-Fa-f0-9]{2}", Optional: true},
+			"password":    {Type: "string", MaxLength: 256, Optional: true},
+			"storage":     {Type: "string", Format: "pve-storage-id"},
+			"username":    {Type: "string", Optional: true},
 		},
 	},
 	"GET /version": {
