@@ -14,9 +14,9 @@ import (
 // does not exist"); the type's sensitive parameters (a PBS password) are taken out first and
 // handed to the plugin's on_update_hook, which writes /etc/pve/priv/storage/<id>.pw
 // (PVE/Storage/PBSPlugin.pm pbs_set_password); the rest go through SectionConfig's
-// check_config for an update: a fixed option (a PBS storage's server, datastore) cannot be
-// changed, an option the type does not have is "unexpected"; then they are merged into the
-// storage's section. PVE never returns the password afterwards.
+// check_config for an update (an option the type does not have is "unexpected"; a fixed one,
+// such as a PBS storage's server, cannot be changed, but proxbus never sends those), then
+// they are merged into the storage's section. PVE never returns the password afterwards.
 func (s *Server) updateStorage(c *call) answer {
 	id := c.r.PathValue("storage")
 	m, found := s.state.storages[id]
@@ -24,25 +24,12 @@ func (s *Server) updateStorage(c *call) answer {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("update storage failed: storage '%s' does not exist", id))
 	}
 	typ := m["type"]
-	options := map[string]bool{}
-	fixed := map[string]bool{}
-	if typ == "pbs" {
-		for _, k := range pbsOptional {
-			options[k] = true
-		}
-		for _, k := range pbsRequired {
-			options[k], fixed[k] = true, true
-		}
-	}
 	set := map[string]string{}
 	for k := range c.params {
 		if k == "storage" || (k == "password" && typ == "pbs") {
 			continue
 		}
-		switch {
-		case fixed[k]:
-			return fail(http.StatusInternalServerError, fmt.Sprintf("update storage failed: can't change value of fixed parameter '%s'", k))
-		case !options[k]:
+		if typ != "pbs" || !contains(pbsOptional, k) {
 			return fail(http.StatusInternalServerError, fmt.Sprintf("update storage failed: unexpected property '%s'", k))
 		}
 		set[k] = c.params.Get(k)
