@@ -223,6 +223,7 @@ func Builtin() []Verb {
 		VMConfigGet(),
 		VMList(),
 		VMProvision(),
+		CTProvision(),
 		VMBackup(),
 		VMMigrate(),
 		VMDelete(),

@@ -34,5 +34,6 @@ func UsedAPI() []APIUse {
 	out = append(out, provisionAPI()...)
 	out = mergeAPI(out, migrateAPI())
 	out = append(out, deleteAPI()...)
-	return mergeAPI(append(out, imageAPI()...), backupAPI())
+	out = mergeAPI(append(out, imageAPI()...), backupAPI())
+	return mergeAPI(out, containerAPI())
 }

@@ -73,6 +73,7 @@ type cluster struct {
 	// storageSecrets: storage id → sha256 hex of the PBS password PVE keeps in
 	// /etc/pve/priv/storage/<id>.pw (never returned by the API)
 	storageSecrets map[string]string
+	ct             ctState // OS templates and container root passwords (containers.go)
 }
 
 // newCluster builds the state of a scenario.
@@ -99,6 +100,7 @@ func newCluster(scenario string) *cluster {
 		for _, s := range demoStorages() {
 			c.putStorage(s)
 		}
+		c.seedDemoTemplates()
 		for _, g := range demoGuests(time.Now()) {
 			c.guests[g.vmid] = g
 		}

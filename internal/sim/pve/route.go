@@ -77,6 +77,9 @@ func (s *Server) endpoints() map[string]endpoint {
 	for k, ep := range s.backupEndpoints(m) { // after imageEndpoints: it extends the content listing
 		m[k] = ep
 	}
+	for k, ep := range s.containerEndpoints(m) { // after backupEndpoints: it extends the content listing
+		m[k] = ep
+	}
 	return m
 }
 
