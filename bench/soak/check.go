@@ -460,7 +460,7 @@ func (w written) String() string {
 // writeResource names what a PVE write acts on, as planResource names what a command acts
 // on: "storage:<id>", "backup:<vmid>" (a vzdump), "migrate:<vmid>", "delete:<vmid>" (the
 // DELETE of a guest, and the stop of a soak VM, which only vm.delete's stop_first sends),
-// "vm:<new vmid>" (every other write on a soak VM: its provision's), "snap:<vmid>/<name>",
+// "vm:<new vmid>" (every other write on a soak VM or container: its provision's), "snap:<vmid>/<name>",
 // "snapdel:<vmid>/<name>", "power:<vmid>"; "" for a write no command of the plan makes.
 func writeResource(r writeRec) string {
 	vmid, rest, isGuest := resourceOf(r.Path)
@@ -476,6 +476,8 @@ func writeResource(r writeRec) string {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
 		return "vm:" + r.Params["newid"]
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
+		return "vm:" + r.Params["vmid"]
+	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/lxc"):
 		return "vm:" + r.Params["vmid"]
 	case isGuest && vmid >= firstNewVMID:
 		return "vm:" + strconv.FormatInt(vmid, 10)
@@ -517,7 +519,7 @@ func planResource(p *planned) (string, map[string]bool) {
 	switch p.cmd.Verb {
 	case "storage.pbs.create":
 		return "storage:" + d.Storage, map[string]bool{"create_storage": true}
-	case "vm.provision":
+	case "vm.provision", "ct.provision":
 		return "vm:" + d.NewVMID.String(), nil
 	case "vm.snapshot.create":
 		return "snap:" + d.VM.String() + "/" + d.Snapshot, map[string]bool{"create_snapshot": true}
@@ -862,7 +864,7 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 // Rules:
 //   - a 4xx refusal sent no write;
 //   - a 5xx failure had no effect: no effective write of p, except where the contract allows
-//     one (a vm.provision that failed leaves what it created behind; a reboot answered
+//     one (a vm.provision or ct.provision that failed leaves what it created behind; a reboot answered
 //     proxmox_write_unconfirmed cannot be proven by reading; vm.delete's stop_first
 //     stop may have taken effect, only its DELETE must not have);
 //   - vm.snapshot.create succeeded → the snapshot exists, or a delete of it took effect;
@@ -870,7 +872,7 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 //     after the answer;
 //   - storage.pbs.create created/already_present → the storage exists with p's datastore;
 //     storage_conflict → it exists with another datastore;
-//   - vm.provision succeeded → the new guest exists, or a DELETE of it took effect;
+//   - vm.provision or ct.provision succeeded → the new guest exists, or a DELETE of it took effect;
 //   - vm.backup created → the storage lists the backup (output volid);
 //   - vm.migrate ok/already_present → p's own migration to target_node took effect, or (when
 //     it has none) the guest is on target_node at the end, unless another command's migration
@@ -903,7 +905,7 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 		}
 		return true, ""
 	case failedServer(r):
-		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "vm.reboot" && r.Reason == "proxmox_write_unconfirmed" {
+		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "ct.provision" || p.cmd.Verb == "vm.reboot" && r.Reason == "proxmox_write_unconfirmed" {
 			return false, ""
 		}
 		for _, w := range ws {
@@ -948,7 +950,7 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 			return true, fmt.Sprintf("the storage has datastore %q", ds)
 		}
 		return true, ""
-	case "vm.provision":
+	case "vm.provision", "ct.provision":
 		n, _ := d.NewVMID.Int64()
 		if fs.guests[n] || slices.ContainsFunc(effective["delete:"+d.NewVMID.String()], func(w written) bool { return w.rec.Method == http.MethodDelete }) {
 			return true, ""

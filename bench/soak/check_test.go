@@ -90,7 +90,8 @@ func TestPlanMix(t *testing.T) {
 		if p.dup {
 			dups++
 		}
-		if strings.Contains(string(p.cmd.Data), canary) && p.cmd.Verb != "storage.pbs.create" && p.cmd.Verb != "vm.provision" {
+		if strings.Contains(string(p.cmd.Data), canary) && p.cmd.Verb != "storage.pbs.create" && p.cmd.Verb != "vm.provision" &&
+			p.cmd.Verb != "ct.provision" {
 			t.Errorf("%s (%s) carries the canary outside a secret field", p.cmd.ID, p.cmd.Verb)
 		}
 		if k := p.cmd.IdempotencyKey; k != "" {
@@ -331,6 +332,8 @@ func TestWriteResource(t *testing.T) {
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/9000/clone", Params: map[string]string{"newid": "1001"}}, "vm:1001"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/move_disk"}, "vm:1001"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/status/start"}, "vm:1001"},
+		{writeRec{Method: "POST", Path: "/nodes/pve3/lxc", Params: map[string]string{"vmid": "1002"}}, "vm:1002"},
+		{writeRec{Method: "POST", Path: "/nodes/pve3/lxc/1002/status/start"}, "vm:1002"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/lxc/200/snapshot", Params: map[string]string{"snapname": "a"}}, "snap:200/a"},
 		{writeRec{Method: "DELETE", Path: "/nodes/pve1/qemu/100/snapshot/a"}, "snapdel:100/a"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot"}, "power:100"},
@@ -359,6 +362,7 @@ func TestPlanResource(t *testing.T) {
 	}{
 		{cmd("c", "storage.pbs.create", `{"storage":"s1","datastore":"d"}`, ""), "storage:s1", "create_storage"},
 		{cmd("c", "vm.provision", `{"new_vmid":1001}`, ""), "vm:1001", ""},
+		{cmd("c", "ct.provision", `{"new_vmid":1002}`, ""), "vm:1002", ""},
 		{cmd("c", "vm.snapshot.create", `{"vm":100,"snapshot":"a"}`, ""), "snap:100/a", "create_snapshot"},
 		{cmd("c", "vm.snapshot.delete", `{"vm":200,"snapshot":"a"}`, ""), "snapdel:200/a", "delete_snapshot"},
 		{cmd("c", "vm.reboot", `{"vm":200,"force":true}`, ""), "power:200", "reboot_vm"},

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // planned is one message the soak publishes (a duplicate publish reuses its command).
@@ -213,6 +214,8 @@ func (g *generator) next() *planned {
 	case r < 0.91:
 		p.cmd = g.delete(id)
 		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
+	case r < 0.93:
+		p.cmd = g.ctProvision(id)
 	default:
 		p.cmd = g.provision(id)
 	}
@@ -420,6 +423,21 @@ func (g *generator) provision(id string) events.Command {
 	alt := fmt.Sprintf(`{"source":{"template_vmid":%d},"new_vmid":%d,"new_name":"soak-%d-b","target_node":%q,"cloud_init":{"password":%q}}`,
 		src, g.vmid, g.vmid, node, g.canary)
 	return g.command(id, "vm.provision", data, g.maybeGroup("vm.provision", data, alt))
+}
+
+// ctProvision creates a container of its own (a new vmid from the soak VMs' counter; no
+// other command of the plan acts on it) from the demo template on a node drawn from the
+// three, with a root password (the canary) and a NIC; not started a fifth of the time.
+func (g *generator) ctProvision(id string) events.Command {
+	g.vmid++
+	node := pveNodes[g.rnd.IntN(len(pveNodes))]
+	start := g.rnd.Float64() >= 0.2
+	data := fmt.Sprintf(`{"new_vmid":%d,"hostname":"soak-ct-%d","target_node":%q,"ostemplate":%q,"storage":"local-lvm","rootfs_gb":4,`+
+		`"memory_mb":512,"nesting":true,"password":%q,"net":[{"index":0,"bridge":"vmbr0","ip":"dhcp"}],"start":%t}`,
+		g.vmid, g.vmid, node, simpve.DemoCTTemplate, g.canary, start)
+	alt := fmt.Sprintf(`{"new_vmid":%d,"hostname":"soak-ct-%d-b","target_node":%q,"ostemplate":%q,"storage":"local-lvm","rootfs_gb":4,"password":%q}`,
+		g.vmid, g.vmid, node, simpve.DemoCTTemplate, g.canary)
+	return g.command(id, "ct.provision", data, g.maybeGroup("ct.provision", data, alt))
 }
 
 // backup backs a shared power guest up (those never move, so the backup runs on the node the
