@@ -289,7 +289,9 @@ func startContainer(ctx context.Context, x *Exec, in CTProvisionInput, out ctOut
 }
 
 // confirmCTProvision tells by reading what an interrupted ct.provision left, and finishes it;
-// the create is never sent twice. An attempt that never sent it runs as new.
+// the create is never sent twice. An attempt that never sent it runs as new. A container found
+// with the new vmid is this command's only when a vzcreate of it ended OK since the command
+// arrived; otherwise it is left alone (502 proxmox_create_unconfirmed).
 func confirmCTProvision(ctx context.Context, x *Exec, in CTProvisionInput) (Outcome, error) {
 	if !x.MaySent(stepCreateContainer) {
 		return dispatchCTProvision(ctx, x, in)
@@ -317,7 +319,17 @@ func confirmCTProvision(ctx context.Context, x *Exec, in CTProvisionInput) (Outc
 			return Outcome{}, err
 		}
 		if len(running) == 0 {
-			x.Step(ctx, "confirm", events.StepDone, "", "CT "+vmid+" exists on "+g.Node+"; the provisioning resumes after its create")
+			created, err := x.Proxmox.GuestTasks(ctx, g.Node, in.NewVMID, "vzcreate", x.CommandSince())
+			switch {
+			case err != nil:
+				return Outcome{}, err
+			case len(created) == 0 || !created[0].OK():
+				return Outcome{Status: 502, Result: ResultFailed, Reason: ReasonProxmoxCreateUnconfirmed, Output: out,
+					Detail: fmt.Sprintf("the create was sent but its answer was lost, and %s was not made by a create since this command arrived; "+
+						"it is left as it is and not created twice", guestLabel(g))}, nil
+			}
+			out.CreateUPID = created[0].UPID
+			x.Step(ctx, "confirm", events.StepDone, created[0].UPID, "CT "+vmid+" exists on "+g.Node+"; the provisioning resumes after its create")
 			return startContainer(ctx, x, in, out, g.Status == proxmox.StatusRunning)
 		}
 		for _, t := range running {

@@ -243,3 +243,20 @@ func TestCTProvisionDryRun(t *testing.T) {
 	}
 	assertSecretNowhere(t, e, ctSecret)
 }
+
+// TestCTProvisionLostAnswerOtherContainer: a create whose answer was lost, on a vmid where
+// PVE refused it because another container already had it, is not taken for this command's:
+// no vzcreate since the command arrived → 502 proxmox_create_unconfirmed, nothing started.
+func TestCTProvisionLostAnswerOtherContainer(t *testing.T) {
+	t.Parallel()
+	e := newRTEnv(t)
+	e.pve.AddGuest(simpve.GuestSpec{VMID: 320, Node: "pve2", Name: "someone-else", Type: proxmox.GuestLXC, Status: "stopped"})
+	e.pve.DropAnswerAfterApply("POST", "/nodes/pve2/lxc", 1)
+	res := e.resultOf(t, "ct.provision", "other", ctData(t, nil))
+	if res.Status != 502 || res.Reason != ReasonProxmoxCreateUnconfirmed {
+		t.Fatalf("result %d %s %q (%s), want 502 proxmox_create_unconfirmed", res.Status, res.Result, res.Reason, res.Detail)
+	}
+	if w := ctWrites(e); !slices.Equal(w, []string{"POST /nodes/pve2/lxc"}) {
+		t.Errorf("writes %q, want the one refused create", w)
+	}
+}
