@@ -186,6 +186,8 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 			kind, key = "clone", "new vmid "+r.Params["newid"]
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
 			kind, key = "create", "new vmid "+r.Params["vmid"]
+		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/lxc"):
+			kind, key = "container create", "new vmid "+r.Params["vmid"]
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump"):
 			kind = "backup"
 			guestWrites = append(guestWrites, r)

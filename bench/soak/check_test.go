@@ -284,6 +284,13 @@ func TestCheckWritesKinds(t *testing.T) {
 	if len(rep.dupWrites) != 1 || !strings.Contains(rep.dupWrites[0], "vmid 1001 delete: 2 writes") {
 		t.Errorf("a second DELETE of 1001: flagged %v, want the vmid's two deletes", rep.dupWrites)
 	}
+	// a container's create counts once per new vmid: a second is a duplicate write
+	ct := writeRec{Method: "POST", Path: "/nodes/pve2/lxc", Params: map[string]string{"vmid": "1002"}, Status: 200, At: at(9)}
+	rep = &report{}
+	rep.checkWrites(append(recs, ct, ct), nil, append(plan, cmd("ct", "ct.provision", `{"new_vmid":1002}`, "")), c)
+	if rep.writes["container create"] != 2 || len(rep.dupWrites) != 1 || !strings.Contains(rep.dupWrites[0], "new vmid 1002: 2 writes") {
+		t.Errorf("two creates of CT 1002: writes %v, flagged %v, want them flagged", rep.writes, rep.dupWrites)
+	}
 }
 
 // TestFaultsLostAnswer checks that a lost answer applies the write, closes the connection
