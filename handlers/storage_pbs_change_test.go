@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/store"
 )
 
 // rotatedFingerprint is a second PBS certificate fingerprint, in lower case as a producer may
@@ -254,4 +256,51 @@ func (e *rtEnv) dryRun(t *testing.T, verb, id, data string) Plan {
 		t.Fatalf("%s: %d %s %s", id, res.Status, res.Result, res.Output)
 	}
 	return out.Plan
+}
+
+// TestStoragePBSChangeApproval pins contract §4b for the storage verbs on an endpoint that
+// lists them: a delete that can run waits for a second person, announcing its plan (the one
+// DELETE) and writing nothing; one bound to be refused (a storage that is not PBS) is refused
+// without asking anyone; once another actor approves, the waiting delete runs.
+func TestStoragePBSChangeApproval(t *testing.T) {
+	t.Parallel()
+	e := newRTEnvWith(t, store.Options{}, func(ep *proxmox.EndpointConfig) {
+		ep.Approval.Verbs = []string{"storage.pbs.update", "storage.pbs.delete"}
+	})
+	e.run(t, "storage.pbs.create", "setup-pbs1", pbsData("pbs1"), 201, ResultCreated)
+	deliver := func(id, verb, data string, n uint64) events.Disposition {
+		cmd := events.Command{ID: id, Source: "/test/approval", Type: events.TypePrefix + verb, Verb: verb, Actor: "alice",
+			EndpointID: 1, HasEndpointID: true, Data: json.RawMessage(data)}
+		return e.p.Handle(context.Background(), cmd, events.Delivery{Number: n, Stored: time.Now()})
+	}
+	if d := deliver("refused", "storage.pbs.update", `{"storage":"local-lvm","fingerprint":"`+rotatedFingerprint+`"}`, 1); d.Action != events.Ack {
+		t.Fatalf("a refusal waited: %+v", d)
+	}
+	if res := e.pub.result(t, "refused"); res.Status != 404 || res.Reason != ReasonStorageNotFound {
+		t.Errorf("refusal: %d %s", res.Status, res.Reason)
+	}
+	if d := deliver("waits", "storage.pbs.delete", `{"storage":"pbs1"}`, 1); d.Action != events.Redeliver {
+		t.Fatalf("the delete did not wait for approval: %+v", d)
+	}
+	steps := e.pub.stepsOf(t, "waits")
+	if len(steps) == 0 || steps[len(steps)-1].Status != events.StepWaiting || !strings.Contains(string(steps[len(steps)-1].Plan), `"DELETE"`) {
+		t.Errorf("steps %+v, want a waiting step with the plan's DELETE", steps)
+	}
+	if w := storageWrites(e); len(w) != 0 {
+		t.Fatalf("wrote %q while awaiting approval", w)
+	}
+	approve := events.Command{ID: "by-bob", Source: "/test/approver", Type: events.TypePrefix + "command.approve", Verb: "command.approve",
+		Actor: "bob", Data: json.RawMessage(`{"command_id":"waits","command_source":"/test/approval"}`)}
+	if d := e.p.Handle(context.Background(), approve, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
+		t.Fatalf("approval: %+v", d)
+	}
+	if d := deliver("waits", "storage.pbs.delete", `{"storage":"pbs1"}`, 2); d.Action != events.Ack {
+		t.Fatalf("after approval: %+v", d)
+	}
+	if res := e.pub.result(t, "waits"); res.Status != 200 || res.Result != ResultOK {
+		t.Errorf("approved delete: %d %s %s", res.Status, res.Result, res.Reason)
+	}
+	if w := storageWrites(e); !slices.Equal(w, []string{"DELETE /storage/pbs1"}) {
+		t.Errorf("writes %q, want the one DELETE", w)
+	}
 }
