@@ -126,8 +126,8 @@ func storageNotFound(detail string) *Outcome {
 	return &Outcome{Status: 404, Result: ResultRefused, Reason: ReasonStorageNotFound, Fields: []string{"storage"}, Detail: detail}
 }
 
-// pbsUpdateChanges is the update to send: the readable options that differ from cfg, and the
-// password when one is asked; nil when nothing is to be sent.
+// pbsUpdateChanges is the update to send — the readable options that differ from cfg, and the
+// password when one is asked — and the names of the options it sets (none: nothing to send).
 func pbsUpdateChanges(in PBSStorageUpdateInput, cfg proxmox.StorageConfig) (proxmox.PBSStorageUpdate, []string) {
 	u := proxmox.PBSStorageUpdate{Storage: in.Storage}
 	var changed []string
