@@ -91,7 +91,7 @@ func TestPlanMix(t *testing.T) {
 			dups++
 		}
 		if strings.Contains(string(p.cmd.Data), canary) && p.cmd.Verb != "storage.pbs.create" && p.cmd.Verb != "vm.provision" &&
-			p.cmd.Verb != "ct.provision" {
+			p.cmd.Verb != "ct.provision" && p.cmd.Verb != "storage.pbs.update" {
 			t.Errorf("%s (%s) carries the canary outside a secret field", p.cmd.ID, p.cmd.Verb)
 		}
 		if k := p.cmd.IdempotencyKey; k != "" {
@@ -336,6 +336,8 @@ func TestWriteResource(t *testing.T) {
 		want string
 	}{
 		{writeRec{Method: "POST", Path: "/storage", Params: map[string]string{"storage": "s1"}}, "storage:s1"},
+		{writeRec{Method: "PUT", Path: "/storage/s1"}, "storageput:s1"},
+		{writeRec{Method: "DELETE", Path: "/storage/s1"}, "storagedel:s1"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/9000/clone", Params: map[string]string{"newid": "1001"}}, "vm:1001"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/move_disk"}, "vm:1001"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/status/start"}, "vm:1001"},
@@ -368,6 +370,8 @@ func TestPlanResource(t *testing.T) {
 		step string // a step name that must be accepted ("" : any step)
 	}{
 		{cmd("c", "storage.pbs.create", `{"storage":"s1","datastore":"d"}`, ""), "storage:s1", "create_storage"},
+		{cmd("c", "storage.pbs.update", `{"storage":"s1","fingerprint":"AB"}`, ""), "storageput:s1", "update_storage"},
+		{cmd("c", "storage.pbs.delete", `{"storage":"s1"}`, ""), "storagedel:s1", "delete_storage"},
 		{cmd("c", "vm.provision", `{"new_vmid":1001}`, ""), "vm:1001", ""},
 		{cmd("c", "ct.provision", `{"new_vmid":1002}`, ""), "vm:1002", ""},
 		{cmd("c", "vm.snapshot.create", `{"vm":100,"snapshot":"a"}`, ""), "snap:100/a", "create_snapshot"},
@@ -626,6 +630,10 @@ func TestJudge(t *testing.T) {
 	vmDelete := cmd("c", "vm.delete", `{"vm":1001,"stop_first":true}`, "")
 	stopW := wm("delete:1001", "POST", "/nodes/pve2/qemu/1001/status/stop", -5, true, nil)
 	destroyW := wm("delete:1001", "DELETE", "/nodes/pve2/qemu/1001", -4, true, nil)
+	rotate := cmd("c", "storage.pbs.update", `{"storage":"s1","fingerprint":"AB"}`, "")
+	retire := cmd("c", "storage.pbs.delete", `{"storage":"s1"}`, "")
+	putW := wm("storageput:s1", "PUT", "/storage/s1", -5, true, nil)
+	retireW := wm("storagedel:s1", "DELETE", "/storage/s1", -4, true, nil)
 	tests := []struct {
 		name      string
 		p         *planned
@@ -697,6 +705,15 @@ func TestJudge(t *testing.T) {
 			map[string][]written{"vm:1001": {w("vm:1001", "/nodes/pve1/qemu/9000/clone", -20, true)}}, onNode("pve1"), true, true},
 		{"delete 502 unconfirmed after its stop only", vmDelete, ans(502, "failed", "proxmox_write_unconfirmed"), []written{stopW}, nil, onNode("pve2"), true, false},
 		{"delete 502 whose DELETE took effect", vmDelete, ans(502, "failed", "proxmox_write_unconfirmed"), []written{stopW, destroyW}, nil, gone, true, true},
+		{"pbs 201, retired later", pbs, ans(201, "created", ""), nil, map[string][]written{"storagedel:s1": {retireW}}, without, false, false},
+		{"rotation ok: not judged", rotate, ans(200, "ok", ""), []written{putW}, nil, with, false, false},
+		{"rotation 502 unconfirmed (a secret): by contract", rotate, ans(502, "failed", "proxmox_write_unconfirmed"), []written{putW}, nil, with, false, false},
+		{"rotation 502 whose PUT took effect", rotate, ans(502, "failed", "proxmox_unreachable"), []written{putW}, nil, with, true, true},
+		{"rotation 404 of a retired storage", rotate, ans(404, "refused", "storage_not_found"), nil, nil, without, true, false},
+		{"retire ok, gone", retire, ans(200, "ok", ""), []written{retireW}, nil, without, true, false},
+		{"retire already_absent, still there", retire, ans(200, "already_absent", ""), nil, nil, with, true, true},
+		{"retire already_absent, created after", retire, ans(200, "already_absent", ""), nil,
+			map[string][]written{"storage:s1": {wm("storage:s1", "POST", "/storage", 5, true, nil)}}, with, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -921,5 +938,48 @@ func TestPlanExpiryBursts(t *testing.T) {
 	}
 	if newGenerator(3, "t", "canary", 50).plan(2000)[0].expiresIn != 0 {
 		t.Error("a plan without hot guests has an expiring command")
+	}
+}
+
+// TestPlanRotations checks the mix's PBS rotations: each rotated or retired storage is one
+// the plan created at least ownVMAge commands before, none is retired twice, none is rotated
+// after its retirement was drawn (reuses of an Idempotency-Key repeat an earlier command and
+// are left out), and every kind occurs.
+func TestPlanRotations(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{1, 2, 3} {
+		plan := newGenerator(seed, "r", "canary", 80).plan(2000)
+		created, retired, keys := map[string]int{}, map[string]bool{}, map[string]bool{}
+		per := map[string]int{}
+		for i, p := range plan {
+			var d struct {
+				Storage string `json:"storage"`
+			}
+			if p.poison != nil || json.Unmarshal(p.cmd.Data, &d) != nil || !strings.HasPrefix(d.Storage, "soak-r-rot") {
+				continue
+			}
+			if k := p.cmd.IdempotencyKey; k != "" {
+				if keys[k] {
+					continue // a reuse: the same command again
+				}
+				keys[k] = true
+			}
+			per[p.cmd.Verb]++
+			if p.cmd.Verb == "storage.pbs.create" {
+				created[d.Storage] = i
+				continue
+			}
+			if at, ok := created[d.Storage]; !ok || i-at < ownVMAge || retired[d.Storage] {
+				t.Errorf("seed %d: %s %s at %d (created at %d, %v; retired %v)", seed, p.cmd.Verb, p.cmd.Data, i, at, ok, retired[d.Storage])
+			}
+			if p.cmd.Verb == "storage.pbs.delete" {
+				retired[d.Storage] = true
+			}
+		}
+		for _, verb := range []string{"storage.pbs.create", "storage.pbs.update", "storage.pbs.delete"} {
+			if per[verb] == 0 {
+				t.Errorf("seed %d: no %s of a rotation storage in 2000 commands", seed, verb)
+			}
+		}
 	}
 }
