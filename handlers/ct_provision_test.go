@@ -29,18 +29,7 @@ func ctData(t *testing.T, edits map[string]any) string {
 		},
 		"nameserver": "10.20.0.53", "searchdomain": "lab.example",
 	}
-	for k, v := range edits {
-		if v == nil {
-			delete(body, k)
-			continue
-		}
-		body[k] = v
-	}
-	raw, err := json.Marshal(body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(raw)
+	return string(editedBody(t, body, edits))
 }
 
 // TestCTProvisionDecode pins ct.provision's data: the defaults (unprivileged and start true)
