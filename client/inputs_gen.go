@@ -45,6 +45,48 @@ type CommandReject struct {
 // VerbName implements [Input]: "command.reject".
 func (CommandReject) VerbName() string { return "command.reject" }
 
+// CTProvision is the data of ct.provision (docs/asyncapi.yaml components.schemas.CtProvisionData).
+type CTProvision struct {
+	// NewVMID: Required.
+	NewVMID int64 `json:"new_vmid"`
+	// Hostname: A DNS name (not an IP address). Required.
+	Hostname string `json:"hostname"`
+	// TargetNode: Required.
+	TargetNode string `json:"target_node"`
+	// Ostemplate: The OS template, a `vztmpl` volume id on a storage of the target node. Required.
+	Ostemplate string `json:"ostemplate"`
+	// Storage: Required.
+	Storage string `json:"storage"`
+	// RootfsGB: The root disk's size in GiB, allocated on `storage`. Required.
+	RootfsGB int64 `json:"rootfs_gb"`
+	// MemoryMB: PVE's default is 512.
+	MemoryMB int64 `json:"memory_mb,omitempty"`
+	// SwapMB: PVE's default is 512; 0 is no swap.
+	SwapMB *int64 `json:"swap_mb,omitempty"`
+	// Cores is the field "cores".
+	Cores int64 `json:"cores,omitempty"`
+	// Unprivileged: Default true.
+	Unprivileged *bool `json:"unprivileged,omitempty"`
+	// Nesting: The `nesting` feature (containers inside, systemd's namespaces); only with
+	// `unprivileged`. Default false.
+	Nesting *bool `json:"nesting,omitempty"`
+	// Password: Root's password inside the container. Write-only; never emitted anywhere.
+	Password Secret `json:"password,omitempty"`
+	// SSHKeys: Root's authorized keys, one string of keys on lines or a list of keys (at most 64).
+	SSHKeys string `json:"ssh_keys,omitempty"`
+	// Net: The network interfaces, `net<index>` and `eth<index>` inside (indexes unique).
+	Net []CTProvisionNet `json:"net,omitempty"`
+	// Nameserver: Space-separated IP addresses.
+	Nameserver string `json:"nameserver,omitempty"`
+	// Searchdomain is the field "searchdomain".
+	Searchdomain string `json:"searchdomain,omitempty"`
+	// Start: Default true.
+	Start *bool `json:"start,omitempty"`
+}
+
+// VerbName implements [Input]: "ct.provision".
+func (CTProvision) VerbName() string { return "ct.provision" }
+
 // NodeReboot is the data of node.reboot (docs/asyncapi.yaml components.schemas.NodeRebootData).
 type NodeReboot struct {
 	// Node: Required.
@@ -118,6 +160,32 @@ type StoragePBSCreate struct {
 
 // VerbName implements [Input]: "storage.pbs.create".
 func (StoragePBSCreate) VerbName() string { return "storage.pbs.create" }
+
+// StoragePBSDelete is the data of storage.pbs.delete (docs/asyncapi.yaml components.schemas.StoragePbsDeleteData).
+type StoragePBSDelete struct {
+	// Storage: Required.
+	Storage string `json:"storage"`
+}
+
+// VerbName implements [Input]: "storage.pbs.delete".
+func (StoragePBSDelete) VerbName() string { return "storage.pbs.delete" }
+
+// StoragePBSUpdate is the data of storage.pbs.update (docs/asyncapi.yaml components.schemas.StoragePbsUpdateData).
+// At least one of `username`, `password`, `fingerprint` (none → 422 naming all three).
+type StoragePBSUpdate struct {
+	// Storage: Required.
+	Storage string `json:"storage"`
+	// Username: The new PBS API token id, `user@realm!token`.
+	Username string `json:"username,omitempty"`
+	// Password: The new PBS token secret. Write-only; never emitted anywhere.
+	Password Secret `json:"password,omitempty"`
+	// Fingerprint: The PBS certificate's new SHA-256 fingerprint, 32 colon-separated hex pairs, any
+	// case.
+	Fingerprint string `json:"fingerprint,omitempty"`
+}
+
+// VerbName implements [Input]: "storage.pbs.update".
+func (StoragePBSUpdate) VerbName() string { return "storage.pbs.update" }
 
 // VMBackup is the data of vm.backup (docs/asyncapi.yaml components.schemas.VmBackupData).
 type VMBackup struct {
@@ -385,6 +453,22 @@ type VMSuspend struct {
 // VerbName implements [Input]: "vm.suspend".
 func (VMSuspend) VerbName() string { return "vm.suspend" }
 
+// CTProvisionNet is a nested object of a verb's data.
+type CTProvisionNet struct {
+	// Index: Required.
+	Index int64 `json:"index"`
+	// Bridge: Required.
+	Bridge string `json:"bridge"`
+	// VLANTag is the field "vlan_tag".
+	VLANTag int64 `json:"vlan_tag,omitempty"`
+	// IP: `dhcp` or an IPv4 address with its prefix length (`10.20.0.50/24`). Required.
+	IP string `json:"ip"`
+	// GW: The IPv4 gateway; only with a static `ip`.
+	GW string `json:"gw,omitempty"`
+	// Firewall: Default false.
+	Firewall *bool `json:"firewall,omitempty"`
+}
+
 // VMProvisionSource is a nested object of a verb's data.
 // Exactly one of a template or a cloud image.
 type VMProvisionSource struct {
@@ -445,6 +529,8 @@ func NewInput(verb string) (Input, bool) {
 		return &CommandCancel{}, true
 	case "command.reject":
 		return &CommandReject{}, true
+	case "ct.provision":
+		return &CTProvision{}, true
 	case "node.reboot":
 		return &NodeReboot{}, true
 	case "schedule.add":
@@ -453,6 +539,10 @@ func NewInput(verb string) (Input, bool) {
 		return &ScheduleRemove{}, true
 	case "storage.pbs.create":
 		return &StoragePBSCreate{}, true
+	case "storage.pbs.delete":
+		return &StoragePBSDelete{}, true
+	case "storage.pbs.update":
+		return &StoragePBSUpdate{}, true
 	case "vm.backup":
 		return &VMBackup{}, true
 	case "vm.backup.delete":
@@ -499,10 +589,13 @@ func Verbs() []string {
 		"command.approve",
 		"command.cancel",
 		"command.reject",
+		"ct.provision",
 		"node.reboot",
 		"schedule.add",
 		"schedule.remove",
 		"storage.pbs.create",
+		"storage.pbs.delete",
+		"storage.pbs.update",
 		"vm.backup",
 		"vm.backup.delete",
 		"vm.backup.list",

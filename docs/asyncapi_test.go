@@ -527,7 +527,10 @@ func TestAsyncAPISchemasMatchTypes(t *testing.T) {
 		typ     reflect.Type
 	}{
 		{[]string{"StoragePbsCreateData"}, reflect.TypeFor[handlers.PBSStorageInput]()},
+		{[]string{"StoragePbsUpdateData"}, reflect.TypeFor[handlers.PBSStorageUpdateInput]()},
+		{[]string{"StoragePbsDeleteData"}, reflect.TypeFor[handlers.PBSStorageDeleteInput]()},
 		{[]string{"VmProvisionData"}, reflect.TypeFor[handlers.ProvisionInput]()},
+		{[]string{"CtProvisionData"}, reflect.TypeFor[handlers.CTProvisionInput]()},
 		{[]string{"GuestData"}, reflect.TypeFor[handlers.GuestRef]()},
 		{[]string{"GuestForceData"}, reflect.TypeFor[handlers.PowerInput]()},
 		{[]string{"VmSnapshotCreateData", "VmSnapshotDeleteData", "VmSnapshotRollbackData"}, reflect.TypeFor[handlers.SnapshotInput]()},

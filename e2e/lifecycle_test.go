@@ -246,7 +246,8 @@ func TestEnvelopes(t *testing.T) {
 }
 
 // TestCanaryNeverLeaks sends the canary password through every path (created, invalid body,
-// poison, upstream echo, replay, journal failure) and scans every output channel for it:
+// poison, upstream echo, replay, journal failure; a PBS token rotation, also echoed, and a
+// container's root password) and scans every output channel for it:
 // results, steps, journal events, dead letters, logs, journal comments, Redis, and the web
 // console's pages and live streams.
 func TestCanaryNeverLeaks(t *testing.T) {
@@ -268,6 +269,17 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	e.netbox.FailPatches(3, 503)
 	journalFails := e.command(pbs("pbs-canary-jf"))
 	e.send(journalFails)
+	// the other verbs with a secret: a token rotation (also echoed by Proxmox) and a container's root password
+	rotate := withVerb(e.command(`{"storage":"pbs-canary","password":"`+canary+`"}`), "storage.pbs.update")
+	e.send(rotate)
+	e.pve.FailNext("PUT", "/storage/pbs-canary", 1, 500, "update storage failed: password="+canary)
+	rotateEcho := withVerb(e.command(`{"storage":"pbs-canary","password":"`+canary+`"}`), "storage.pbs.update")
+	e.send(rotateEcho)
+	ct := withVerb(e.command(`{"new_vmid":350,"hostname":"ct-canary","target_node":"pve1","ostemplate":"local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",`+
+		`"storage":"local-lvm","rootfs_gb":2,"password":"`+canary+`","net":[{"index":0,"bridge":"vmbr0","ip":"dhcp"}]}`), "ct.provision")
+	if res := e.send(ct); res.Status != 201 {
+		t.Errorf("ct.provision: %d %s %s (%s)", res.Status, res.Result, res.Reason, res.Detail)
+	}
 	poison := mustEncode(t, e, e.command(`{}`))
 	poison.Header.Set("ce-id", "canary-poison")
 	poison.Header.Set("Nats-Msg-Id", "canary-poison")
@@ -303,7 +315,8 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	for _, m := range e.streamMessages(e.subjects.DLQStream(), "") {
 		letters = append(letters, strconv.FormatUint(m.Sequence, 10))
 	}
-	channels["console"] = consoleScan(t, ui, []string{keyed.ID, replay.ID, bad.ID, echo.ID, journalFails.ID, "canary-poison"}, letters)
+	channels["console"] = consoleScan(t, ui, []string{keyed.ID, replay.ID, bad.ID, echo.ID, journalFails.ID, rotate.ID, rotateEcho.ID, ct.ID,
+		"canary-poison"}, letters)
 	for name, text := range channels {
 		if text == "" && name != "redis" {
 			t.Errorf("channel %s is empty: the scan would prove nothing", name)
@@ -316,4 +329,10 @@ func TestCanaryNeverLeaks(t *testing.T) {
 	if !strings.Contains(channels["redis"], e.redis.Prefix) {
 		t.Error("redis scan found no keys: it would prove nothing")
 	}
+}
+
+// withVerb makes cmd a command of verb.
+func withVerb(cmd events.Command, verb string) events.Command {
+	cmd.Verb, cmd.Type = verb, events.TypePrefix+verb
+	return cmd
 }

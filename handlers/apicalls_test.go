@@ -104,11 +104,23 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 			calls: []string{storages, "GET /nodes/{node}/storage/{storage}/content", "POST /nodes/{node}/storage/{storage}/download-url",
 				"POST /nodes/{node}/qemu", qemuConfig,
 				"POST /nodes/{node}/qemu/{vmid}/status/start"}, polls: 3},
+		{name: "ct.provision (a container from a template, two NICs)", verb: "ct.provision",
+			data: `{"new_vmid":321,"hostname":"demo-ct-321","target_node":"pve2","ostemplate":"local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",` +
+				`"storage":"local-lvm","rootfs_gb":8,"memory_mb":1024,"nesting":true,"password":"demo-ct-secret",` +
+				`"net":[{"index":0,"bridge":"vmbr0","ip":"dhcp"},{"index":1,"bridge":"vmbr1","vlan_tag":20,"ip":"10.20.0.50/24","gw":"10.20.0.1"}]}`,
+			status: 201, result: ResultCreated,
+			calls: []string{"GET /nodes/{node}/network", storages, "GET /nodes/{node}/storage/{storage}/content",
+				"POST /nodes/{node}/lxc", "POST /nodes/{node}/lxc/{vmid}/status/start"}, polls: 2},
 		{name: "vm.migrate (running VM, live)", verb: "vm.migrate", data: `{"vm":"app-01","target_node":"pve1"}`, status: 200, result: ResultOK,
 			calls: []string{resources, "GET /nodes", "GET /nodes/{node}/qemu/{vmid}/migrate", "POST /nodes/{node}/qemu/{vmid}/migrate"}, polls: 1},
 		{name: "vm.delete (running VM, stop_first)", verb: "vm.delete", data: `{"vm":310,"stop_first":true}`, status: 200, result: ResultOK,
 			calls: []string{resources, resources, qemuStatus, qemuConfig, "POST /nodes/{node}/qemu/{vmid}/status/stop",
 				"DELETE /nodes/{node}/qemu/{vmid}"}, polls: 2},
+		{name: "storage.pbs.update (rotate the token secret)", verb: "storage.pbs.update",
+			data: `{"storage":"pbs-api","password":"demo-rotated-secret","username":"backup@pbs!rotated"}`, status: 200, result: ResultOK,
+			calls: []string{"GET /storage/{storage}", "PUT /storage/{storage}"}},
+		{name: "storage.pbs.delete (retire the storage)", verb: "storage.pbs.delete", data: `{"storage":"pbs-api"}`, status: 200, result: ResultOK,
+			calls: []string{"GET /storage/{storage}", "DELETE /storage/{storage}"}},
 		{name: "node.reboot", verb: "node.reboot", data: `{"node":"pve3"}`, status: 200, result: ResultOK,
 			calls: []string{"POST /nodes/{node}/status"}},
 	}

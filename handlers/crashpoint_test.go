@@ -156,8 +156,8 @@ func (e *crashEnv) prepare(cases []apiCallCase, upTo int) {
 // unconfirmable are the verbs whose write cannot be confirmed by reading (no Confirm): a
 // command stopped after sending it is answered 502 proxmox_write_unconfirmed, truthfully. A
 // node or guest reboot leaves nothing to read; a rollback leaves the guest as a snapshot was, which
-// reads the same as before it.
-var unconfirmable = map[string]bool{"node.reboot": true, "vm.reboot": true, "vm.snapshot.rollback": true}
+// reads the same as before it; a PBS storage's token secret is never shown by PVE.
+var unconfirmable = map[string]bool{"node.reboot": true, "vm.reboot": true, "vm.snapshot.rollback": true, "storage.pbs.update": true}
 
 // TestEveryCrashPoint is the proof of contract §4's "a command that may have written is
 // resumed and confirmed": for every write verb's happy path (the demo tour's, on the demo

@@ -43,11 +43,17 @@ var fuzzVerbs = map[string]fuzzVerb{
 	"storage.pbs.create": {StoragePBSCreate,
 		[]string{"storage", "server", "port", "datastore", "namespace", "username", "password", "fingerprint", "nodes"},
 		[][]string{{"password"}}},
+	"storage.pbs.update": {StoragePBSUpdate, []string{"storage", "username", "password", "fingerprint"}, [][]string{{"password"}}},
+	"storage.pbs.delete": {StoragePBSDelete, []string{"storage"}, nil},
 	"vm.provision": {VMProvision,
 		[]string{"source", "new_vmid", "new_name", "target_node", "storage", "full_clone", "memory_mb", "cores",
 			"sockets", "disk_gb", "bridge", "vlan_tag", "cloud_init", "extra_networks", "enforce_cloud_network",
 			"enable_agent", "start_after_provision"},
 		[][]string{{"cloud_init", "password"}}},
+	"ct.provision": {CTProvision,
+		[]string{"new_vmid", "hostname", "target_node", "ostemplate", "storage", "rootfs_gb", "memory_mb", "swap_mb", "cores",
+			"unprivileged", "nesting", "password", "ssh_keys", "net", "nameserver", "searchdomain", "start"},
+		[][]string{{"password"}}},
 	"vm.start":             {VMStart, []string{"vm"}, nil},
 	"vm.stop":              {VMStop, []string{"vm", "force"}, nil},
 	"vm.reboot":            {VMReboot, []string{"vm", "force"}, nil},
@@ -76,7 +82,10 @@ var fuzzVerbs = map[string]fuzzVerb{
 // fuzzTargets names the fuzz target of each verb (its seed corpus directory).
 var fuzzTargets = map[string]string{
 	"storage.pbs.create":   "FuzzPrepareStoragePBSCreate",
+	"storage.pbs.update":   "FuzzPrepareStoragePBSUpdate",
+	"storage.pbs.delete":   "FuzzPrepareStoragePBSDelete",
 	"vm.provision":         "FuzzPrepareVMProvision",
+	"ct.provision":         "FuzzPrepareCTProvision",
 	"vm.start":             "FuzzPrepareVMStart",
 	"vm.stop":              "FuzzPrepareVMStop",
 	"vm.reboot":            "FuzzPrepareVMReboot",
@@ -103,7 +112,10 @@ var fuzzTargets = map[string]string{
 }
 
 func FuzzPrepareStoragePBSCreate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.create") }
+func FuzzPrepareStoragePBSUpdate(f *testing.F)   { fuzzPrepare(f, "storage.pbs.update") }
+func FuzzPrepareStoragePBSDelete(f *testing.F)   { fuzzPrepare(f, "storage.pbs.delete") }
 func FuzzPrepareVMProvision(f *testing.F)        { fuzzPrepare(f, "vm.provision") }
+func FuzzPrepareCTProvision(f *testing.F)        { fuzzPrepare(f, "ct.provision") }
 func FuzzPrepareVMStart(f *testing.F)            { fuzzPrepare(f, "vm.start") }
 func FuzzPrepareVMStop(f *testing.F)             { fuzzPrepare(f, "vm.stop") }
 func FuzzPrepareVMReboot(f *testing.F)           { fuzzPrepare(f, "vm.reboot") }

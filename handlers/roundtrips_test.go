@@ -191,8 +191,9 @@ func newRTEnv(t *testing.T) *rtEnv {
 	return newRTEnvWith(t, store.Options{})
 }
 
-// newRTEnvWith is newRTEnv with the store's options (its key prefix is the test's own).
-func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
+// newRTEnvWith is newRTEnv with the store's options (its key prefix is the test's own) and
+// changes to the endpoint's configuration.
+func newRTEnvWith(t *testing.T, so store.Options, tweaks ...func(*proxmox.EndpointConfig)) *rtEnv {
 	t.Helper()
 	e := &rtEnv{redis: &redisCounter{}, pub: &collector{}}
 	r := testenv.StartRedis(t)
@@ -215,8 +216,12 @@ func newRTEnvWith(t *testing.T, so store.Options) *rtEnv {
 	nbSrv := httptest.NewServer(e.nbLog)
 	t.Cleanup(nbSrv.Close)
 
-	clients, err := proxmox.NewClients([]proxmox.EndpointConfig{{ID: 1, Name: "lab", URLs: []string{pveSrv.URL},
-		TokenID: simpve.DemoTokenID, TokenSecretEnv: "PVE_SECRET", Timeout: 5 * time.Second}},
+	ep := proxmox.EndpointConfig{ID: 1, Name: "lab", URLs: []string{pveSrv.URL},
+		TokenID: simpve.DemoTokenID, TokenSecretEnv: "PVE_SECRET", Timeout: 5 * time.Second}
+	for _, tweak := range tweaks {
+		tweak(&ep)
+	}
+	clients, err := proxmox.NewClients([]proxmox.EndpointConfig{ep},
 		func(string) string { return simpve.DemoSecret }, proxmox.WithTaskPollInterval(time.Millisecond))
 	if err != nil {
 		t.Fatal(err)

@@ -32,15 +32,20 @@ func validPBSBody() map[string]any {
 // pbsBody is validPBSBody with edits applied: a nil value deletes the key.
 func pbsBody(t *testing.T, edits map[string]any) json.RawMessage {
 	t.Helper()
-	b := validPBSBody()
+	return editedBody(t, validPBSBody(), edits)
+}
+
+// editedBody is body with edits applied (a nil value deletes the key), as JSON.
+func editedBody(t *testing.T, body, edits map[string]any) json.RawMessage {
+	t.Helper()
 	for k, v := range edits {
 		if v == nil {
-			delete(b, k)
+			delete(body, k)
 			continue
 		}
-		b[k] = v
+		body[k] = v
 	}
-	raw, err := json.Marshal(b)
+	raw, err := json.Marshal(body)
 	if err != nil {
 		t.Fatalf("marshal body: %v", err)
 	}

@@ -208,6 +208,8 @@ func (r *Registry) Names() []string {
 func Builtin() []Verb {
 	return []Verb{
 		StoragePBSCreate(),
+		StoragePBSUpdate(),
+		StoragePBSDelete(),
 		VMStart(),
 		VMStop(),
 		VMReboot(),
@@ -221,6 +223,7 @@ func Builtin() []Verb {
 		VMConfigGet(),
 		VMList(),
 		VMProvision(),
+		CTProvision(),
 		VMBackup(),
 		VMMigrate(),
 		VMDelete(),

@@ -397,7 +397,7 @@ func TestVMBackupDryRun(t *testing.T) {
 		p.Writes[0].Params["protected"] != "1" || p.Writes[0].Params["remove"] != "0" {
 		t.Errorf("plan %+v (outcome %+v)", p, p.Outcome)
 	}
-	refused := run("dry-refused", `{"vm":100,"storage":"local-lvm"}`)
+	refused := e.dryRun(t, "vm.backup", "dry-refused", `{"vm":100,"storage":"local-lvm"}`)
 	if !refused.Complete || refused.Outcome == nil || refused.Outcome.Reason != ReasonBackupStorageUnavailable || len(refused.Writes) != 0 {
 		t.Errorf("refused plan %+v (outcome %+v)", refused, refused.Outcome)
 	}

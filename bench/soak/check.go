@@ -182,10 +182,16 @@ func (rep *report) checkWrites(recs []writeRec, tasks []simpve.TaskInfo, plan []
 		switch {
 		case r.Path == "/storage":
 			kind, key = "storage create", "storage "+r.Params["storage"]
+		case strings.HasPrefix(r.Path, "/storage/") && r.Method == http.MethodPut:
+			kind = "storage update" // setting the same options again is not a second effect; counted only
+		case strings.HasPrefix(r.Path, "/storage/") && r.Method == http.MethodDelete:
+			kind, key = "storage delete", "storage "+strings.TrimPrefix(r.Path, "/storage/")+" delete"
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
 			kind, key = "clone", "new vmid "+r.Params["newid"]
-		case r.Method == http.MethodPost && (strings.HasSuffix(r.Path, "/qemu") || strings.HasSuffix(r.Path, "/lxc")):
+		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/qemu"):
 			kind, key = "create", "new vmid "+r.Params["vmid"] // a provision's import or a restore
+		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/lxc"):
+			kind, key = "container create", "new vmid "+r.Params["vmid"] // a ct.provision or a restore
 		case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump"):
 			kind = "backup"
 			guestWrites = append(guestWrites, r)
@@ -458,15 +464,19 @@ func (w written) String() string {
 }
 
 // writeResource names what a PVE write acts on, as planResource names what a command acts
-// on: "storage:<id>", "backup:<vmid>" (a vzdump), "migrate:<vmid>", "delete:<vmid>" (the
+// on: "storage:<id>" (its create), "storageput:<id>", "storagedel:<id>", "backup:<vmid>" (a vzdump), "migrate:<vmid>", "delete:<vmid>" (the
 // DELETE of a guest, and the stop of a soak VM, which only vm.delete's stop_first sends),
-// "vm:<new vmid>" (every other write on a soak VM: its provision's), "snap:<vmid>/<name>",
+// "vm:<new vmid>" (every other write on a soak VM or container: its provision's), "snap:<vmid>/<name>",
 // "snapdel:<vmid>/<name>", "power:<vmid>"; "" for a write no command of the plan makes.
 func writeResource(r writeRec) string {
 	vmid, rest, isGuest := resourceOf(r.Path)
 	switch {
 	case r.Path == "/storage" && r.Method == http.MethodPost:
 		return "storage:" + r.Params["storage"]
+	case strings.HasPrefix(r.Path, "/storage/") && r.Method == http.MethodPut:
+		return "storageput:" + strings.TrimPrefix(r.Path, "/storage/")
+	case strings.HasPrefix(r.Path, "/storage/") && r.Method == http.MethodDelete:
+		return "storagedel:" + strings.TrimPrefix(r.Path, "/storage/")
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/vzdump") && writeGuest(r) != 0:
 		return "backup:" + strconv.FormatInt(writeGuest(r), 10)
 	case isGuest && r.Method == http.MethodPost && rest == "migrate":
@@ -476,6 +486,8 @@ func writeResource(r writeRec) string {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/clone"):
 		return "vm:" + r.Params["newid"]
 	case r.Method == http.MethodPost && (strings.HasSuffix(r.Path, "/qemu") || strings.HasSuffix(r.Path, "/lxc")):
+		return "vm:" + r.Params["vmid"]
+	case r.Method == http.MethodPost && strings.HasSuffix(r.Path, "/lxc"):
 		return "vm:" + r.Params["vmid"]
 	case isGuest && vmid >= firstNewVMID:
 		return "vm:" + strconv.FormatInt(vmid, 10)
@@ -518,7 +530,11 @@ func planResource(p *planned) (string, map[string]bool) {
 	switch p.cmd.Verb {
 	case "storage.pbs.create":
 		return "storage:" + d.Storage, map[string]bool{"create_storage": true}
-	case "vm.provision":
+	case "storage.pbs.update":
+		return "storageput:" + d.Storage, map[string]bool{"update_storage": true}
+	case "storage.pbs.delete":
+		return "storagedel:" + d.Storage, map[string]bool{"delete_storage": true}
+	case "vm.provision", "ct.provision":
 		return "vm:" + d.NewVMID.String(), nil
 	case "vm.restore":
 		return "vm:" + d.VMID.String(), nil
@@ -868,7 +884,7 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 // Rules:
 //   - a 4xx refusal sent no write;
 //   - a 5xx failure had no effect: no effective write of p, except where the contract allows
-//     one (a vm.provision that failed leaves what it created behind; a reboot answered
+//     one (a vm.provision or ct.provision that failed leaves what it created behind; a reboot answered
 //     proxmox_write_unconfirmed cannot be proven by reading; a failed vm.restore leaves what
 //     it restored, as PVE does; vm.delete's stop_first
 //     stop may have taken effect, only its DELETE must not have);
@@ -876,9 +892,14 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 //   - vm.snapshot.delete succeeded → the snapshot is absent, or a create of it took effect
 //     after the answer;
 //   - storage.pbs.create created/already_present → the storage exists with p's datastore;
-//     storage_conflict → it exists with another datastore;
-//   - vm.provision or vm.restore succeeded → the new guest exists, or a DELETE of it took
-//     effect;
+//     storage_conflict → it exists with another datastore (neither judged once a delete of the
+//     storage took effect);
+//   - storage.pbs.delete ok/already_absent → the storage does not exist at the end, unless its
+//     create wrote after p was published; storage.pbs.update successes are not judged (later
+//     rotations change the storage), and one answered proxmox_write_unconfirmed (a secret,
+//     which cannot be read back) neither;
+//   - vm.provision, ct.provision or vm.restore succeeded → the new guest exists, or a DELETE of
+//     it took effect;
 //   - vm.backup created → the storage lists the backup (output volid);
 //   - vm.migrate ok/already_present → p's own migration to target_node took effect, or (when
 //     it has none) the guest is on target_node at the end, unless another command's migration
@@ -897,7 +918,7 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 	r := a.res
 	switch {
 	case r.Status >= 400 && r.Status < 500:
-		if r.Reason == "storage_conflict" {
+		if r.Reason == "storage_conflict" && len(effective["storagedel:"+d.Storage]) == 0 {
 			ds, ok := fs.storages[d.Storage]
 			switch {
 			case !ok:
@@ -912,7 +933,8 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 		return true, ""
 	case failedServer(r):
 		// a failed provision leaves what it created; so does a failed restore (PVE: "VM state is NOT cleaned up")
-		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "vm.restore" || p.cmd.Verb == "vm.reboot" && r.Reason == "proxmox_write_unconfirmed" {
+		if p.cmd.Verb == "vm.provision" || p.cmd.Verb == "ct.provision" || p.cmd.Verb == "vm.restore" ||
+			(p.cmd.Verb == "vm.reboot" || p.cmd.Verb == "storage.pbs.update") && r.Reason == "proxmox_write_unconfirmed" {
 			return false, ""
 		}
 		for _, w := range ws {
@@ -951,13 +973,15 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 	case "storage.pbs.create":
 		ds, ok := fs.storages[d.Storage]
 		switch {
+		case len(effective["storagedel:"+d.Storage]) > 0: // retired later
+			return false, ""
 		case !ok:
 			return true, "the storage does not exist"
 		case ds != d.Datastore:
 			return true, fmt.Sprintf("the storage has datastore %q", ds)
 		}
 		return true, ""
-	case "vm.provision", "vm.restore":
+	case "vm.provision", "ct.provision", "vm.restore":
 		n := d.NewVMID
 		if p.cmd.Verb == "vm.restore" {
 			n = d.VMID
@@ -997,6 +1021,15 @@ func judge(p *planned, a resultEv, ws []written, effective map[string][]written,
 			return true, "the guest does not exist"
 		case node != d.TargetNode:
 			return true, "the guest is on " + node
+		}
+		return true, ""
+	case "storage.pbs.delete":
+		_, exists := fs.storages[d.Storage]
+		switch {
+		case since("storage:" + d.Storage): // its create ran after it
+			return false, ""
+		case exists:
+			return true, "the storage still exists"
 		}
 		return true, ""
 	case "vm.delete":

@@ -90,7 +90,8 @@ func TestPlanMix(t *testing.T) {
 		if p.dup {
 			dups++
 		}
-		if strings.Contains(string(p.cmd.Data), canary) && p.cmd.Verb != "storage.pbs.create" && p.cmd.Verb != "vm.provision" {
+		if strings.Contains(string(p.cmd.Data), canary) && p.cmd.Verb != "storage.pbs.create" && p.cmd.Verb != "vm.provision" &&
+			p.cmd.Verb != "ct.provision" && p.cmd.Verb != "storage.pbs.update" {
 			t.Errorf("%s (%s) carries the canary outside a secret field", p.cmd.ID, p.cmd.Verb)
 		}
 		if k := p.cmd.IdempotencyKey; k != "" {
@@ -283,6 +284,13 @@ func TestCheckWritesKinds(t *testing.T) {
 	if len(rep.dupWrites) != 1 || !strings.Contains(rep.dupWrites[0], "vmid 1001 delete: 2 writes") {
 		t.Errorf("a second DELETE of 1001: flagged %v, want the vmid's two deletes", rep.dupWrites)
 	}
+	// a container's create counts once per new vmid: a second is a duplicate write
+	ct := writeRec{Method: "POST", Path: "/nodes/pve2/lxc", Params: map[string]string{"vmid": "1002"}, Status: 200, At: at(9)}
+	rep = &report{}
+	rep.checkWrites(append(recs, ct, ct), nil, append(plan, cmd("ct", "ct.provision", `{"new_vmid":1002}`, "")), c)
+	if rep.writes["container create"] != 2 || len(rep.dupWrites) != 1 || !strings.Contains(rep.dupWrites[0], "new vmid 1002: 2 writes") {
+		t.Errorf("two creates of CT 1002: writes %v, flagged %v, want them flagged", rep.writes, rep.dupWrites)
+	}
 }
 
 // TestFaultsLostAnswer checks that a lost answer applies the write, closes the connection
@@ -328,9 +336,13 @@ func TestWriteResource(t *testing.T) {
 		want string
 	}{
 		{writeRec{Method: "POST", Path: "/storage", Params: map[string]string{"storage": "s1"}}, "storage:s1"},
+		{writeRec{Method: "PUT", Path: "/storage/s1"}, "storageput:s1"},
+		{writeRec{Method: "DELETE", Path: "/storage/s1"}, "storagedel:s1"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/9000/clone", Params: map[string]string{"newid": "1001"}}, "vm:1001"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/move_disk"}, "vm:1001"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/1001/status/start"}, "vm:1001"},
+		{writeRec{Method: "POST", Path: "/nodes/pve3/lxc", Params: map[string]string{"vmid": "1002"}}, "vm:1002"},
+		{writeRec{Method: "POST", Path: "/nodes/pve3/lxc/1002/status/start"}, "vm:1002"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/lxc/200/snapshot", Params: map[string]string{"snapname": "a"}}, "snap:200/a"},
 		{writeRec{Method: "DELETE", Path: "/nodes/pve1/qemu/100/snapshot/a"}, "snapdel:100/a"},
 		{writeRec{Method: "POST", Path: "/nodes/pve1/qemu/100/status/reboot"}, "power:100"},
@@ -358,8 +370,11 @@ func TestPlanResource(t *testing.T) {
 		step string // a step name that must be accepted ("" : any step)
 	}{
 		{cmd("c", "storage.pbs.create", `{"storage":"s1","datastore":"d"}`, ""), "storage:s1", "create_storage"},
+		{cmd("c", "storage.pbs.update", `{"storage":"s1","fingerprint":"AB"}`, ""), "storageput:s1", "update_storage"},
+		{cmd("c", "storage.pbs.delete", `{"storage":"s1"}`, ""), "storagedel:s1", "delete_storage"},
 		{cmd("c", "vm.provision", `{"new_vmid":1001}`, ""), "vm:1001", ""},
 		{cmd("c", "vm.restore", `{"archive":"local:backup/vzdump-qemu-100-2026_11_30-02_00_00.vma.zst","vmid":1002,"target_node":"pve1"}`, ""), "vm:1002", ""},
+		{cmd("c", "ct.provision", `{"new_vmid":1003}`, ""), "vm:1003", ""},
 		{cmd("c", "vm.snapshot.create", `{"vm":100,"snapshot":"a"}`, ""), "snap:100/a", "create_snapshot"},
 		{cmd("c", "vm.snapshot.delete", `{"vm":200,"snapshot":"a"}`, ""), "snapdel:200/a", "delete_snapshot"},
 		{cmd("c", "vm.reboot", `{"vm":200,"force":true}`, ""), "power:200", "reboot_vm"},
@@ -617,6 +632,10 @@ func TestJudge(t *testing.T) {
 	vmDelete := cmd("c", "vm.delete", `{"vm":1001,"stop_first":true}`, "")
 	stopW := wm("delete:1001", "POST", "/nodes/pve2/qemu/1001/status/stop", -5, true, nil)
 	destroyW := wm("delete:1001", "DELETE", "/nodes/pve2/qemu/1001", -4, true, nil)
+	rotate := cmd("c", "storage.pbs.update", `{"storage":"s1","fingerprint":"AB"}`, "")
+	retire := cmd("c", "storage.pbs.delete", `{"storage":"s1"}`, "")
+	putW := wm("storageput:s1", "PUT", "/storage/s1", -5, true, nil)
+	retireW := wm("storagedel:s1", "DELETE", "/storage/s1", -4, true, nil)
 	tests := []struct {
 		name      string
 		p         *planned
@@ -692,6 +711,15 @@ func TestJudge(t *testing.T) {
 			map[string][]written{"vm:1001": {w("vm:1001", "/nodes/pve1/qemu/9000/clone", -20, true)}}, onNode("pve1"), true, true},
 		{"delete 502 unconfirmed after its stop only", vmDelete, ans(502, "failed", "proxmox_write_unconfirmed"), []written{stopW}, nil, onNode("pve2"), true, false},
 		{"delete 502 whose DELETE took effect", vmDelete, ans(502, "failed", "proxmox_write_unconfirmed"), []written{stopW, destroyW}, nil, gone, true, true},
+		{"pbs 201, retired later", pbs, ans(201, "created", ""), nil, map[string][]written{"storagedel:s1": {retireW}}, without, false, false},
+		{"rotation ok: not judged", rotate, ans(200, "ok", ""), []written{putW}, nil, with, false, false},
+		{"rotation 502 unconfirmed (a secret): by contract", rotate, ans(502, "failed", "proxmox_write_unconfirmed"), []written{putW}, nil, with, false, false},
+		{"rotation 502 whose PUT took effect", rotate, ans(502, "failed", "proxmox_unreachable"), []written{putW}, nil, with, true, true},
+		{"rotation 404 of a retired storage", rotate, ans(404, "refused", "storage_not_found"), nil, nil, without, true, false},
+		{"retire ok, gone", retire, ans(200, "ok", ""), []written{retireW}, nil, without, true, false},
+		{"retire already_absent, still there", retire, ans(200, "already_absent", ""), nil, nil, with, true, true},
+		{"retire already_absent, created after", retire, ans(200, "already_absent", ""), nil,
+			map[string][]written{"storage:s1": {wm("storage:s1", "POST", "/storage", 5, true, nil)}}, with, false, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -956,6 +984,49 @@ func TestPlanRestores(t *testing.T) {
 		}
 		if restores < 15 || restores > 80 {
 			t.Errorf("seed %d: %d vm.restore of 2000, want about 2%%", seed, restores)
+		}
+	}
+}
+
+// TestPlanRotations checks the mix's PBS rotations: each rotated or retired storage is one
+// the plan created at least ownVMAge commands before, none is retired twice, none is rotated
+// after its retirement was drawn (reuses of an Idempotency-Key repeat an earlier command and
+// are left out), and every kind occurs.
+func TestPlanRotations(t *testing.T) {
+	t.Parallel()
+	for _, seed := range []uint64{1, 2, 3} {
+		plan := newGenerator(seed, "r", "canary", 80).plan(2000)
+		created, retired, keys := map[string]int{}, map[string]bool{}, map[string]bool{}
+		per := map[string]int{}
+		for i, p := range plan {
+			var d struct {
+				Storage string `json:"storage"`
+			}
+			if p.poison != nil || json.Unmarshal(p.cmd.Data, &d) != nil || !strings.HasPrefix(d.Storage, "soak-r-rot") {
+				continue
+			}
+			if k := p.cmd.IdempotencyKey; k != "" {
+				if keys[k] {
+					continue // a reuse: the same command again
+				}
+				keys[k] = true
+			}
+			per[p.cmd.Verb]++
+			if p.cmd.Verb == "storage.pbs.create" {
+				created[d.Storage] = i
+				continue
+			}
+			if at, ok := created[d.Storage]; !ok || i-at < ownVMAge || retired[d.Storage] {
+				t.Errorf("seed %d: %s %s at %d (created at %d, %v; retired %v)", seed, p.cmd.Verb, p.cmd.Data, i, at, ok, retired[d.Storage])
+			}
+			if p.cmd.Verb == "storage.pbs.delete" {
+				retired[d.Storage] = true
+			}
+		}
+		for _, verb := range []string{"storage.pbs.create", "storage.pbs.update", "storage.pbs.delete"} {
+			if per[verb] == 0 {
+				t.Errorf("seed %d: no %s of a rotation storage in 2000 commands", seed, verb)
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/proxbus/proxbus/events"
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // planned is one message the soak publishes (a duplicate publish reuses its command).
@@ -111,6 +112,9 @@ type generator struct {
 	// producers does not change the commands); one producer means no draw.
 	producers []string
 	prnd      *rand.Rand
+	// rots are the PBS storages the plan creates to rotate (storage.pbs.update) and retire
+	// (storage.pbs.delete); no other command names them.
+	rots []rotStorage
 	// twin is a second vm.backup of the guest and storage of the backup just drawn, with
 	// another compression, published right after it: two backups of one guest within a second
 	// (each must answer its own volume); nil when none is due.
@@ -120,6 +124,14 @@ type generator struct {
 type snapRef struct {
 	vmid int64
 	name string
+}
+
+// rotStorage is a PBS storage the plan rotates and retires: its id, the number of its
+// create command, and whether its delete was drawn.
+type rotStorage struct {
+	id      string
+	at      int
+	retired bool
 }
 
 // ownVM is a VM the plan provisions: its vmid and the number of its vm.provision command.
@@ -215,6 +227,10 @@ func (g *generator) next() *planned {
 		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
 	case r < 0.93:
 		p.cmd = g.restore(id)
+	case r < 0.945:
+		p.cmd = g.ctProvision(id)
+	case r < 0.96:
+		p.cmd = g.rotation(id)
 	default:
 		p.cmd = g.provision(id)
 	}
@@ -444,6 +460,63 @@ func (g *generator) restore(id string) events.Command {
 	alt := fmt.Sprintf(`{"archive":%q,"vmid":%d,"target_node":"pve1","storage":"local-lvm","start":true}`, archive, g.vmid)
 	return g.command(id, "vm.restore", data, g.maybeGroup("vm.restore", data, alt))
 }
+
+// ctProvision creates a container of its own (a new vmid from the soak VMs' counter; no
+// other command of the plan acts on it) from the demo template on a node drawn from the
+// three, with a root password (the canary) and a NIC; not started a fifth of the time.
+func (g *generator) ctProvision(id string) events.Command {
+	g.vmid++
+	node := pveNodes[g.rnd.IntN(len(pveNodes))]
+	start := g.rnd.Float64() >= 0.2
+	data := fmt.Sprintf(`{"new_vmid":%d,"hostname":"soak-ct-%d","target_node":%q,"ostemplate":%q,"storage":"local-lvm","rootfs_gb":4,`+
+		`"memory_mb":512,"nesting":true,"password":%q,"net":[{"index":0,"bridge":"vmbr0","ip":"dhcp"}],"start":%t}`,
+		g.vmid, g.vmid, node, simpve.DemoCTTemplate, g.canary, start)
+	alt := fmt.Sprintf(`{"new_vmid":%d,"hostname":"soak-ct-%d-b","target_node":%q,"ostemplate":%q,"storage":"local-lvm","rootfs_gb":4,"password":%q}`,
+		g.vmid, g.vmid, node, simpve.DemoCTTemplate, g.canary)
+	return g.command(id, "ct.provision", data, g.maybeGroup("ct.provision", data, alt))
+}
+
+// rotation creates, rotates or retires a PBS storage of its own ("soak-<run>-rot<k>", which no
+// other command names): with none created at least ownVMAge commands ago and not retired (or
+// a third of the time, up to six), a new one; else, of such a storage, a rotation (three in
+// four: a new fingerprint or token id, half of the time with a new secret, the canary) or its
+// retirement (never drawn again: later rotations of it are 404 storage_not_found).
+func (g *generator) rotation(id string) events.Command {
+	var live []int
+	for i, r := range g.rots {
+		if !r.retired && g.n-r.at >= ownVMAge {
+			live = append(live, i)
+		}
+	}
+	if len(live) == 0 || len(g.rots) < 6 && g.rnd.Float64() < 1.0/3 {
+		sid := fmt.Sprintf("soak-%s-rot%d", g.run, len(g.rots)+1)
+		g.rots = append(g.rots, rotStorage{id: sid, at: g.n})
+		data := g.pbsData(sid, "store1")
+		return g.command(id, "storage.pbs.create", data, g.maybeGroup("storage.pbs.create", data, g.pbsData(sid, "store9")))
+	}
+	r := &g.rots[live[g.rnd.IntN(len(live))]]
+	if g.rnd.Float64() < 0.25 {
+		r.retired = true
+		data := fmt.Sprintf(`{"storage":%q}`, r.id)
+		return g.command(id, "storage.pbs.delete", data, g.maybeGroup("storage.pbs.delete", data, ""))
+	}
+	fields := []string{fmt.Sprintf(`"storage":%q`, r.id)}
+	if g.rnd.Float64() < 0.5 {
+		fields = append(fields, fmt.Sprintf(`"fingerprint":%q`, rotFingerprints[g.rnd.IntN(len(rotFingerprints))]))
+	} else {
+		fields = append(fields, fmt.Sprintf(`"username":"backup@pbs!soak%d"`, 1+g.rnd.IntN(3)))
+	}
+	if g.rnd.Float64() < 0.5 {
+		fields = append(fields, fmt.Sprintf(`"password":%q`, g.canary))
+	}
+	data := "{" + strings.Join(fields, ",") + "}"
+	return g.command(id, "storage.pbs.update", data, g.maybeGroup("storage.pbs.update", data, ""))
+}
+
+// rotFingerprints are the certificate fingerprints rotations draw from (the first is the one
+// every soak storage is created with).
+var rotFingerprints = []string{fingerprintOK,
+	"11:22:33:44:55:66:77:88:99:00:AA:BB:CC:DD:EE:FF:11:22:33:44:55:66:77:88:99:00:AA:BB:CC:DD:EE:FF"}
 
 // backup backs a shared power guest up (those never move, so the backup runs on the node the
 // command found it on): into the first PBS storage the plan creates (half of the time, once

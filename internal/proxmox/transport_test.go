@@ -23,7 +23,8 @@ func TestAPIOperation(t *testing.T) {
 		{"GET", "https://pve:8006/api2/json/nodes/pve1/tasks/UPID:pve1:0001:task/status", "GET /nodes/{node}/tasks/{upid}/status"},
 		{"DELETE", "https://pve:8006/api2/json/nodes/pve1/qemu/101/snapshot/before-upgrade", "DELETE /nodes/{node}/qemu/{vmid}/snapshot/{snapname}"},
 		{"GET", "https://pve:8006/api2/json/storage/backup-secret-name", "GET /storage/{storage}"},
-		{"PUT", "https://pve:8006/api2/json/storage/x", "PUT other"},
+		{"PUT", "https://pve:8006/api2/json/storage/x", "PUT /storage/{storage}"},
+		{"PUT", "https://pve:8006/api2/json/cluster/options", "PUT other"},
 		{"GET", "https://pve:8006/api2/json/access/users/root@pam", "GET other"},
 		{"GET", "https://pve:8006/elsewhere", "GET other"},
 	}

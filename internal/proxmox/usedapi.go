@@ -22,6 +22,8 @@ func UsedAPI() []APIUse {
 		{Method: "GET", Path: "/storage"},
 		{Method: "GET", Path: "/storage/{storage}"},
 		{Method: "POST", Path: "/storage", Params: slices.Clone(pbsCreateParams)},
+		{Method: "PUT", Path: "/storage/{storage}", Params: slices.Clone(pbsUpdateParams)},
+		{Method: "DELETE", Path: "/storage/{storage}"},
 		{Method: "GET", Path: "/nodes/{node}/network", Params: []string{"type"}},
 		{Method: "POST", Path: "/nodes/{node}/status", Params: []string{"command"}},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/status"},
@@ -32,5 +34,6 @@ func UsedAPI() []APIUse {
 	out = append(out, provisionAPI()...)
 	out = mergeAPI(out, migrateAPI())
 	out = append(out, deleteAPI()...)
-	return mergeAPI(mergeAPI(append(out, imageAPI()...), backupAPI()), restoreAPI())
+	out = mergeAPI(mergeAPI(append(out, imageAPI()...), backupAPI()), restoreAPI())
+	return mergeAPI(out, containerAPI())
 }

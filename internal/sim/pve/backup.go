@@ -1,11 +1,9 @@
 package simpve
 
 import (
-	"bytes"
 	"cmp"
 	"crypto/sha1"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -101,16 +99,12 @@ func (b *backupStore) content(inner func(c *call) answer) func(c *call) answer {
 		if a.status != http.StatusOK {
 			return a
 		}
-		var env struct {
-			Data []map[string]any `json:"data"`
-		}
-		dec := json.NewDecoder(bytes.NewReader(a.body))
-		dec.UseNumber()
-		if err := dec.Decode(&env); err != nil {
+		listed, err := listingItems(a)
+		if err != nil {
 			return fail(http.StatusInternalServerError, "sim/pve: content listing unreadable: "+err.Error())
 		}
-		out := make([]map[string]any, 0, len(env.Data))
-		for _, it := range env.Data {
+		out := make([]map[string]any, 0, len(listed))
+		for _, it := range listed {
 			if vmid == 0 || fmt.Sprint(it["vmid"]) == strconv.FormatInt(vmid, 10) {
 				out = append(out, it)
 			}

@@ -38,6 +38,10 @@
 // then lists the backup (`backup/vm/<vmid>/<time>` on PBS); migrations answer the
 // precondition check (local disks, local resources, not-allowed nodes) and move the guest;
 // DELETE of a guest refuses a protected or running one as PVE does and removes its volumes.
+// A PBS storage's options are updated (PUT, the password kept apart and never returned) and
+// its registration removed (DELETE) as pve-storage does; a container is created from an OS
+// template (POST /nodes/{node}/lxc, a vzcreate task) that the demo cluster has on every
+// node's "local" storage and that the content listing shows as vztmpl.
 //
 // Fault injection (latency, failing the next requests, dropping the answer after a change
 // was applied, refusing connections, failing the next task of a guest) and observation

@@ -71,6 +71,10 @@ type cluster struct {
 	moveFaults    map[string][]string     // "vmid/disk" → exit statuses of its next move_disk tasks
 	ciPasswords   map[int64]string        // vmid → sha256 hex of the Cloud-Init password (config shows a mask)
 	backups       map[string][]*backupVol // backupKey(storage, node) → backups, oldest first (backup.go)
+	// storageSecrets: storage id → sha256 hex of the PBS password PVE keeps in
+	// /etc/pve/priv/storage/<id>.pw (never returned by the API)
+	storageSecrets map[string]string
+	ct             ctState // OS templates and container root passwords (containers.go)
 }
 
 // newCluster builds the state of a scenario.
@@ -84,10 +88,11 @@ func newCluster(scenario string) *cluster {
 		guests:   map[int64]*guest{},
 		pid:      0x1A2B0,
 
-		storageStatus: map[string]string{},
-		moveFaults:    map[string][]string{},
-		ciPasswords:   map[int64]string{},
-		backups:       map[string][]*backupVol{},
+		storageStatus:  map[string]string{},
+		moveFaults:     map[string][]string{},
+		ciPasswords:    map[int64]string{},
+		backups:        map[string][]*backupVol{},
+		storageSecrets: map[string]string{},
 	}
 	for _, n := range []string{"pve1", "pve2", "pve3"} {
 		c.nodes = append(c.nodes, node{name: n, status: "online", maxCPU: 16, maxMem: 64 << 30})
@@ -96,6 +101,7 @@ func newCluster(scenario string) *cluster {
 		for _, s := range demoStorages() {
 			c.putStorage(s)
 		}
+		c.seedDemoTemplates()
 		for _, g := range demoGuests(time.Now()) {
 			c.guests[g.vmid] = g
 		}

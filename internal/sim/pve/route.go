@@ -50,6 +50,14 @@ func (s *Server) endpoints() map[string]endpoint {
 			perm: func(*call) (string, string) { return "/storage", privAllocate },
 			fn:   s.createStorage,
 		},
+		"PUT /storage/{storage}": {
+			perm: func(*call) (string, string) { return "/storage", privAllocate },
+			fn:   s.updateStorage,
+		},
+		"DELETE /storage/{storage}": {
+			perm: func(*call) (string, string) { return "/storage", privAllocate },
+			fn:   s.deleteStorage,
+		},
 	}
 	for k, ep := range s.nodeEndpoints() {
 		m[k] = ep
@@ -67,6 +75,9 @@ func (s *Server) endpoints() map[string]endpoint {
 		m[k] = ep
 	}
 	for k, ep := range s.backupEndpoints(m) { // after imageEndpoints: it extends the content listing
+		m[k] = ep
+	}
+	for k, ep := range s.containerEndpoints(m) { // after backupEndpoints: it extends the content listing
 		m[k] = ep
 	}
 	return m

@@ -167,8 +167,8 @@ func TestRequestChecking(t *testing.T) {
 	}
 	for _, tt := range []struct{ method, path, msg string }{
 		{"GET", "/xyz", "Method 'GET /xyz' not implemented\n"},
-		{"DELETE", "/storage/local", "Method 'DELETE /storage/local' not implemented\n"},
-		{"PUT", "/storage/local", "Method 'PUT /storage/local' not implemented\n"},
+		{"DELETE", "/access/users/root@pam", "Method 'DELETE /access/users/root@pam' not implemented\n"},
+		{"PUT", "/cluster/options", "Method 'PUT /cluster/options' not implemented\n"},
 	} {
 		r = mustDo(t, tt.method, base+"/api2/json"+tt.path, demoAuth, "", "")
 		if r.status != 501 || r.message != tt.msg {

@@ -74,6 +74,7 @@ func (s *Server) createStorage(c *call) answer {
 		return fail(http.StatusInternalServerError, fmt.Sprintf("create storage failed: storage ID '%s' already defined", id))
 	}
 	s.state.putStorage(cfg) // drops the password: PVE keeps it in /etc/pve/priv/storage/<id>.pw
+	s.state.setStorageSecret(id, p)
 	return ok(map[string]any{"storage": id, "type": typ})
 }
 

@@ -132,6 +132,10 @@ func verifier(name string) func(string) error {
 		return verifyBootdev
 	case "pve-phys-bits":
 		return verifyPhysBits
+	case "lxc-ip-with-ll-iface":
+		return verifyIPWithLLIface
+	case "pve-lxc-mp-string":
+		return verifyLXCMPString
 	}
 	return nil
 }
