@@ -130,7 +130,7 @@ func (r *run) control(ctx context.Context) events.Disposition {
 	if disp, done := r.fromRecord(ctx); done {
 		return disp
 	}
-	prep, invalid := r.verb.prepare(r.cmd.Data)
+	prep, invalid := r.verb.prepareSealed(r.cmd.Data, r.p.sealing())
 	r.prep = prep
 	if invalid != nil {
 		return r.answer(ctx, *invalid, noJournal)

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/proxbus/proxbus/internal/redact"
+	"github.com/proxbus/proxbus/seal"
 )
 
 // Fields reads a command's data as declared fields. Every getter declares its field; a field
@@ -18,6 +19,8 @@ type Fields struct {
 	failed   map[string]bool
 	// nestedUndeclared is set when an object inside the data has undeclared fields.
 	nestedUndeclared bool
+	// sealing opens sealed secret fields to check them (sealed.go).
+	sealing sealing
 }
 
 var errNotObject = errors.New("data is not a JSON object")
@@ -70,8 +73,13 @@ func (f *Fields) String(name string, required bool, valid func(string) bool) str
 		}
 		return ""
 	}
+	if redact.IsSecretName(name) {
+		if armored, sealed := f.sealedString(name, raw, valid); sealed {
+			return armored
+		}
+	}
 	var s string
-	if json.Unmarshal(raw, &s) != nil || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) {
+	if json.Unmarshal(raw, &s) != nil || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) || seal.IsArmored(s) {
 		f.Fail(name)
 		return ""
 	}
@@ -179,6 +187,7 @@ func (f *Fields) nested(name string, raw json.RawMessage, decode func(sub *Field
 		f.Fail(name)
 		return
 	}
+	sub.sealing = f.sealing
 	decode(sub)
 	if len(sub.failed) > 0 {
 		f.Fail(name)

@@ -156,6 +156,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Opener opens sealed secrets (contract §8); nil: proxbus holds no key, and a sealed
+	// secret is refused as invalid.
+	Opener SecretOpener
+	// RequireSealedSecrets refuses a plain secret with 422 secret_not_sealed.
+	RequireSealedSecrets bool
 }
 
 // Pipeline executes commands. It is safe for concurrent use by the consumer's workers.

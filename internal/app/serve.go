@@ -108,6 +108,9 @@ type Config struct {
 	Tracing tracing.Options
 	// Ingress enables the NetBox webhook ingress and the proxbox-api front on the HTTP server.
 	Ingress Ingress
+	// Trust holds the sealing keys and what producers must do (sealed secrets, signed
+	// commands; contract §8, §8a).
+	Trust Trust
 	// Console configures the web console at /ui on the HTTP server (contract §10): who may
 	// get in and how many commands it keeps. With no token and no anonymous access it is
 	// mounted but lets nobody in (and reads no events).
@@ -202,6 +205,10 @@ func Serve(ctx context.Context, cfg Config) error {
 		cfg.Endpoints = eps
 	}
 	rules, err := cfg.Ingress.check(cfg.HTTPAddr != "" || cfg.HTTPListener != nil)
+	if err != nil {
+		return err
+	}
+	opener, err := cfg.Trust.opener()
 	if err != nil {
 		return err
 	}
@@ -351,6 +358,11 @@ func Serve(ctx context.Context, cfg Config) error {
 			changes, err = consumer.ProvisionWith(ctx, js, ccfg, consumer.ProvisionOptions{})
 			return err
 		})
+		if err == nil && opener != nil { // producers find the current key there
+			if perr := PublishSealKeys(ctx, js, subjects, opener.Public()); perr != nil {
+				log.Warn("the sealing public key could not be published; producers need it from a file (proxbus keys create)", "err", perr)
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				log.Info("proxbus stopped while starting")
@@ -380,6 +392,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		History:   NewHistory(js, subjects),
 		Instance:  cfg.Instance,
 		Logger:    log.With("component", "pipeline"),
+		// A nil *seal.Opener must stay a nil interface: the pipeline tells "no key" by it.
+		Opener:               secretOpener(opener),
+		RequireSealedSecrets: cfg.Trust.RequireSealedSecrets,
 	})
 	if err != nil {
 		return err

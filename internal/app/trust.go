@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/handlers"
+	"github.com/proxbus/proxbus/internal/config"
+	"github.com/proxbus/proxbus/seal"
+)
+
+// KeysBucket is the KV bucket (of the subject prefix, upper-cased: PROXBUS_KEYS) where
+// producers find proxbus's sealing public key, under [SealPublicKeyName].
+func KeysBucket(s events.Subjects) string { return strings.ToUpper(s.Prefix) + "_KEYS" }
+
+// SealPublicKeyName is the KV key of the sealing public keys: one per line, the current key
+// first (a second one only during a rotation). Producers seal to the first.
+const SealPublicKeyName = "seal.public"
+
+// Trust is the sealed-secrets and signed-commands part of the [Config] (contract §8, §8a;
+// docs/security.md).
+type Trust struct {
+	// SealKeyFiles are files holding one proxbus identity each (written by proxbus keys):
+	// the current key first; a second one is accepted during a key rotation.
+	SealKeyFiles []string
+	// RequireSealedSecrets refuses a plain secret field with 422 secret_not_sealed.
+	RequireSealedSecrets bool
+}
+
+// opener reads the identities of SealKeyFiles; nil when there are none.
+func (t Trust) opener() (*seal.Opener, error) {
+	if len(t.SealKeyFiles) == 0 {
+		if t.RequireSealedSecrets {
+			return nil, fmt.Errorf("%w: --require-sealed-secrets needs a sealing key (--seal-key-file, written by proxbus keys create)", config.ErrInvalid)
+		}
+		return nil, nil
+	}
+	if len(t.SealKeyFiles) > 2 {
+		return nil, fmt.Errorf("%w: --seal-key-file: at most two keys (the new one and, during a rotation, the old one)", config.ErrInvalid)
+	}
+	ids := make([]string, 0, len(t.SealKeyFiles))
+	for _, path := range t.SealKeyFiles {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --seal-key-file %s: %w", config.ErrInvalid, path, err)
+		}
+		ids = append(ids, identityLine(string(b)))
+	}
+	o, err := seal.NewOpener(ids...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --seal-key-file: %w (write one with proxbus keys create)", config.ErrInvalid, err)
+	}
+	return o, nil
+}
+
+// secretOpener is o as the pipeline takes it: nil when o is.
+func secretOpener(o *seal.Opener) handlers.SecretOpener {
+	if o == nil {
+		return nil
+	}
+	return o
+}
+
+// identityLine returns the first line of an identity file that is not a # comment (age's
+// own key files start with "# created: …" and "# public key: …").
+func identityLine(s string) string {
+	for line := range strings.Lines(s) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			return line
+		}
+	}
+	return ""
+}
+
+// PublishSealKeys stores the public keys (current first) in the keys bucket, creating it
+// when absent.
+func PublishSealKeys(ctx context.Context, js jetstream.JetStream, s events.Subjects, public []string) error {
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: KeysBucket(s),
+		Description: "proxbus public keys: producers seal secret fields to seal.public (contract §8)"})
+	if err != nil {
+		return fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
+	}
+	if _, err := kv.PutString(ctx, SealPublicKeyName, strings.Join(public, "\n")+"\n"); err != nil {
+		return fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
+	}
+	return nil
+}
+
+// ErrNoSealKey is returned by [LookupSealKey] when no public key is published.
+var ErrNoSealKey = errors.New("no sealing public key is published (proxbus keys create --publish)")
+
+// LookupSealKey returns the current sealing public key published in the keys bucket.
+func LookupSealKey(ctx context.Context, js jetstream.JetStream, s events.Subjects) (string, error) {
+	kv, err := js.KeyValue(ctx, KeysBucket(s))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return "", ErrNoSealKey
+	}
+	if err != nil {
+		return "", fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
+	}
+	e, err := kv.Get(ctx, SealPublicKeyName)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", ErrNoSealKey
+	}
+	if err != nil {
+		return "", fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(e.Value())), "\n")
+	if first == "" {
+		return "", ErrNoSealKey
+	}
+	return strings.TrimSpace(first), nil
+}
