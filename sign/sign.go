@@ -101,6 +101,20 @@ func NewSigner(seed []byte) (*Signer, error) {
 	return &Signer{kp: kp, public: public}, nil
 }
 
+// Generate creates a new producer key: its Signer and its seed ("SU…", to keep secret).
+func Generate() (*Signer, []byte, error) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign: generate key: %w", err)
+	}
+	seed, err := kp.Seed()
+	if err != nil {
+		return nil, nil, fmt.Errorf("sign: generate key: %w", err)
+	}
+	s, err := NewSigner(seed)
+	return s, seed, err
+}
+
 // Public returns the producer's public key ("U…").
 func (s *Signer) Public() string { return s.public }
 

@@ -16,17 +16,9 @@ import (
 
 func newSigner(t testing.TB) *sign.Signer {
 	t.Helper()
-	kp, err := nkeys.CreateUser()
-	if err != nil {
-		t.Fatal(err)
-	}
-	seed, err := kp.Seed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := sign.NewSigner(seed)
-	if err != nil {
-		t.Fatalf("NewSigner: %v", err)
+	s, seed, err := sign.Generate()
+	if err != nil || !strings.HasPrefix(string(seed), "SU") {
+		t.Fatalf("Generate: %v", err)
 	}
 	return s
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/presence"
+	"github.com/proxbus/proxbus/internal/producers"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
@@ -209,6 +210,10 @@ func Serve(ctx context.Context, cfg Config) error {
 		return err
 	}
 	opener, err := cfg.Trust.opener()
+	if err != nil {
+		return err
+	}
+	gate, err := producers.New(cfg.Trust.ProducersFile, cfg.Trust.RequireSignedCommands)
 	if err != nil {
 		return err
 	}
@@ -399,6 +404,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	ccfg.Middleware = append(ccfg.Middleware, admission(gate, pub, log.With("component", "producers")))
 	cons, err := consumer.New(js, ccfg, pipeline, pub)
 	if err != nil {
 		return err

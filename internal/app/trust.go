@@ -4,14 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/config"
+	"github.com/proxbus/proxbus/internal/producers"
 	"github.com/proxbus/proxbus/seal"
 )
 
@@ -31,6 +36,34 @@ type Trust struct {
 	SealKeyFiles []string
 	// RequireSealedSecrets refuses a plain secret field with 422 secret_not_sealed.
 	RequireSealedSecrets bool
+	// ProducersFile maps producer keys to their rights (package producers); it is read again
+	// when it changes.
+	ProducersFile string
+	// RequireSignedCommands refuses unsigned commands with 403 producer_not_allowed.
+	RequireSignedCommands bool
+}
+
+// admission is the consumer middleware that runs only the commands gate allows (contract
+// §8a): a refused one is answered 403 (reason producer_not_allowed or signature_invalid) and
+// dead-lettered, and nothing else is written for it.
+func admission(gate *producers.Gate, pub handlers.Publisher, log *slog.Logger) consumer.Middleware {
+	return func(next consumer.Handler) consumer.Handler {
+		return consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
+			refusal := gate.Check(cmd)
+			if refusal == nil {
+				return next.Handle(ctx, cmd, d)
+			}
+			o := events.OriginOf(cmd)
+			o.Delivery, o.Producer = d.StreamSeq, "" // not a producer whose rights let it run
+			res := events.Result{Status: http.StatusForbidden, Result: events.ResultRefused, Reason: refusal.Reason, Detail: refusal.Detail}
+			if err := pub.Publish(context.WithoutCancel(ctx), o, res); err != nil {
+				log.Warn("the refusal of a producer's command could not be published; it will be redelivered", "command_id", cmd.ID, "err", err)
+				return events.Disposition{Action: events.Redeliver, Delay: time.Second}
+			}
+			log.Warn("command refused: producer", "command_id", cmd.ID, "verb", cmd.Verb, "reason", refusal.Reason, "detail", refusal.Detail)
+			return events.Disposition{Action: events.DeadLetter, Reason: refusal.Reason}
+		})
+	}
 }
 
 // opener reads the identities of SealKeyFiles; nil when there are none.
