@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/ingress"
 )
@@ -78,11 +79,12 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 
 // mount adds the configured fronts to mux. identityTTL is the store's command identity window
 // (store.Options.DedupeTTL; 0: its default): no webhook older than that is accepted.
-func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration) error {
+func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration, prepare func(events.Command) (events.Command, error)) error {
 	srv, err := ingress.New(ingress.Config{
 		JetStream: deps.JetStream, Conn: deps.NATS, Subjects: deps.Subjects,
 		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
 		ResultTimeout: i.ResultTimeout, MaxAge: identityTTL, Logger: deps.Logger.With("component", "ingress"),
+		Prepare: prepare,
 	})
 	if err != nil {
 		return err

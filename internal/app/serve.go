@@ -433,7 +433,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	mux.Handle("GET "+PathReadyz, ReadyHandler(append(checks, tracked...)...))
 	deps := RouteDeps{NATS: nc, JetStream: js, Subjects: subjects, Instance: cfg.Instance, Logger: log.With("component", "http")}
 	if cfg.Ingress.enabled() {
-		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL); err != nil {
+		prepare, err := cfg.Trust.frontPrepare(opener, time.Now)
+		if err != nil {
+			return err
+		}
+		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL, prepare); err != nil {
 			return err
 		}
 	}

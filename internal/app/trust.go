@@ -18,6 +18,7 @@ import (
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/producers"
 	"github.com/proxbus/proxbus/seal"
+	"github.com/proxbus/proxbus/sign"
 )
 
 // KeysBucket is the KV bucket (of the subject prefix, upper-cased: PROXBUS_KEYS) where
@@ -41,6 +42,9 @@ type Trust struct {
 	ProducersFile string
 	// RequireSignedCommands refuses unsigned commands with 403 producer_not_allowed.
 	RequireSignedCommands bool
+	// FrontKeyFile is the NKey user seed the HTTP fronts sign their commands with; "": they
+	// publish unsigned commands.
+	FrontKeyFile string
 }
 
 // admission is the consumer middleware that runs only the commands gate allows (contract
@@ -83,13 +87,48 @@ func (t Trust) opener() (*seal.Opener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: --seal-key-file %s: %w", config.ErrInvalid, path, err)
 		}
-		ids = append(ids, identityLine(string(b)))
+		ids = append(ids, IdentityLine(string(b)))
 	}
 	o, err := seal.NewOpener(ids...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: --seal-key-file: %w (write one with proxbus keys create)", config.ErrInvalid, err)
 	}
 	return o, nil
+}
+
+// frontPrepare is what the HTTP fronts do to each command they make: seal its secret fields
+// to the current key of opener (when proxbus has one) and sign it with FrontKeyFile's key
+// (when set), giving it its time first if it has none. Nil when there is nothing to do.
+func (t Trust) frontPrepare(opener *seal.Opener, now func() time.Time) (func(events.Command) (events.Command, error), error) {
+	var signer *sign.Signer
+	if t.FrontKeyFile != "" {
+		seed, err := os.ReadFile(t.FrontKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --front-key-file %s: %w", config.ErrInvalid, t.FrontKeyFile, err)
+		}
+		if signer, err = sign.NewSigner(seed); err != nil {
+			return nil, fmt.Errorf("%w: --front-key-file %s: %w (write one with proxbus keys producer)", config.ErrInvalid, t.FrontKeyFile, err)
+		}
+	}
+	if opener == nil && signer == nil {
+		return nil, nil
+	}
+	return func(c events.Command) (events.Command, error) {
+		if opener != nil && len(c.Data) > 0 {
+			data, err := seal.SealData(c.Data, opener.Public()[0])
+			if err != nil {
+				return c, err
+			}
+			c.Data = data
+		}
+		if signer == nil {
+			return c, nil
+		}
+		if c.Time.IsZero() {
+			c.Time = now().UTC()
+		}
+		return signer.Sign(c)
+	}, nil
 }
 
 // secretOpener is o as the pipeline takes it: nil when o is.
@@ -100,9 +139,9 @@ func secretOpener(o *seal.Opener) handlers.SecretOpener {
 	return o
 }
 
-// identityLine returns the first line of an identity file that is not a # comment (age's
+// IdentityLine returns the first line of an identity file that is not a # comment (age's
 // own key files start with "# created: …" and "# public key: …").
-func identityLine(s string) string {
+func IdentityLine(s string) string {
 	for line := range strings.Lines(s) {
 		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
 			return line

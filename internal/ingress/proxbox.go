@@ -86,7 +86,7 @@ func (s *Server) handlePBS(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cmd.Data = body
-	msg, err := events.EncodeBinary(s.cfg.Subjects, cmd)
+	msg, cmd, err := s.encode(cmd)
 	if err != nil {
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_body", Detail: err.Error()})
 		return

@@ -88,6 +88,10 @@ type Config struct {
 	// Logger receives one line per accepted or refused request, never a body value (default:
 	// discard).
 	Logger *slog.Logger
+	// Prepare (optional) finishes each command the fronts make before it is published: it
+	// seals its secret fields and signs it with the fronts' own key (contract §8, §8a). A
+	// structured CloudEvent body is published as it came, signed or not by its producer.
+	Prepare func(events.Command) (events.Command, error)
 }
 
 // Server serves the webhook ingress and the proxbox-api front. It is safe for concurrent use.
@@ -196,6 +200,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	_, _ = w.Write(b.Bytes())
+}
+
+// encode is the binary-mode message of cmd, once Config.Prepare finished it.
+func (s *Server) encode(cmd events.Command) (*nats.Msg, events.Command, error) {
+	if s.cfg.Prepare != nil {
+		var err error
+		if cmd, err = s.cfg.Prepare(cmd); err != nil {
+			return nil, cmd, err
+		}
+	}
+	msg, err := events.EncodeBinary(s.cfg.Subjects, cmd)
+	return msg, cmd, err
 }
 
 // publish sends msg to the commands stream and reports whether JetStream saw it as a

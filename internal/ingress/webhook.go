@@ -109,7 +109,7 @@ func (s *Server) handleWebhook(w http.ResponseWriter, r *http.Request) {
 	if object := firstNonEmpty(wh.ObjectType, wh.Model); object != "" && wh.ObjectID != "" {
 		cmd.Subject = object + "/" + wh.ObjectID
 	}
-	msg, err := events.EncodeBinary(s.cfg.Subjects, cmd)
+	msg, cmd, err := s.encode(cmd)
 	if err != nil {
 		// The encoder's reasons are fixed phrases naming the attribute, never its value.
 		writeJSON(w, http.StatusUnprocessableEntity, errorBody{Reason: "invalid_command", Rule: m.Rule, Detail: err.Error()})
