@@ -50,6 +50,7 @@ type sendCmd struct {
 	Timeout        time.Duration `name:"timeout" default:"5m" help:"How long to wait for the result."`
 	natsFlags
 	outputFlags
+	sendTrustFlags
 }
 
 // cmdSend runs `proxbus send args` and returns its exit code.
@@ -121,6 +122,10 @@ func (c *sendCmd) run(e *cliEnv) int {
 	sendCtx, cancel := context.WithTimeout(client.ctx, c.Timeout)
 	defer cancel()
 	subjects := events.NewSubjects(*prefix)
+	if cmd, err = c.finish(sendCtx, js, subjects, cmd, stderr); err != nil {
+		fmt.Fprintln(stderr, "proxbus send:", err, "(nothing was sent)")
+		return 2
+	}
 	follow := subjects.Follow(cmd.Ref())
 	st := &sendState{}
 	var prog *progress
