@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/ingress"
 	"github.com/proxbus/proxbus/internal/testenv"
@@ -67,13 +66,7 @@ func FuzzRulesMap(f *testing.F) {
 // 504), never quotes the canary password, and every command it publishes is signed by the
 // fronts' key and holds no plain secret field.
 func FuzzProxboxFront(f *testing.F) {
-	n := testenv.StartNATS(f)
-	subjects := events.NewSubjects("proxbus")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := consumer.Provision(ctx, n.JS, consumer.Config{Subjects: subjects}.WithDefaults()); err != nil {
-		f.Fatal(err)
-	}
+	n, subjects, commands := fuzzNATS(f)
 	key, err := seal.GenerateKey()
 	if err != nil {
 		f.Fatal(err)
@@ -100,10 +93,6 @@ func FuzzProxboxFront(f *testing.F) {
 	}
 	mux := http.NewServeMux()
 	srv.Routes(mux)
-	commands, err := n.JS.Stream(ctx, subjects.CommandsStream())
-	if err != nil {
-		f.Fatal(err)
-	}
 	for _, seed := range []struct{ body, endpoint, actor, key string }{
 		{`{"storage":"pbs1","server":"pbs.example","datastore":"ds1","username":"u@pbs!t","password":"` + canary + `","fingerprint":"AB"}`, "1", "alice", "k-1"},
 		{`{"password":{"sealed":"-----BEGIN AGE ENCRYPTED FILE-----\nx\n-----END AGE ENCRYPTED FILE-----\n"}}`, "2", "", ""},
