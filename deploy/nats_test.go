@@ -211,11 +211,11 @@ func TestNATSAccountPermissions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := app.PublishSealKeys(ctx, svc.js, subjects, []string{sealKey.Public}); err != nil {
+	if err := seal.PublishPublicKeys(ctx, svc.js, subjects, []string{sealKey.Public}); err != nil {
 		t.Fatalf("proxbus: publish the sealing key: %v", err)
 	}
 	for _, role := range []string{"producer", "cli"} {
-		if got, err := app.LookupSealKey(ctx, connect(role).js, subjects); err != nil || got != sealKey.Public {
+		if got, err := seal.LookupPublicKey(ctx, connect(role).js, subjects); err != nil || got != sealKey.Public {
 			t.Errorf("%s: read the sealing key = %q, %v", role, got, err)
 		}
 	}

@@ -51,7 +51,7 @@ func TestSealedSecretsCanary(t *testing.T) {
 				return string(out)
 			}
 
-			if got, err := app.LookupSealKey(context.Background(), e.nats.JS, e.subjects); err != nil || got != cur.Public {
+			if got, err := seal.LookupPublicKey(context.Background(), e.nats.JS, e.subjects); err != nil || got != cur.Public {
 				t.Errorf("published key = %q, %v; want the current key %q", got, err, cur.Public)
 			}
 			prov := e.guestCommand("vm.provision", prepare(`{"source":{"template_vmid":9000},"new_vmid":341,"new_name":"web-341","target_node":"pve1","storage":"local-lvm",`+

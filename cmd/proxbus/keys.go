@@ -90,10 +90,10 @@ func publishSealKeys(e *cliEnv, nf *natsFlags, public []string) error {
 	}
 	defer client.Close()
 	subjects := events.NewSubjects(nf.SubjectPrefix)
-	if err := app.PublishSealKeys(client.ctx, client.js, subjects, public); err != nil {
+	if err := seal.PublishPublicKeys(client.ctx, client.js, subjects, public); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stderr, "published in the KV bucket %s, key %s\n", app.KeysBucket(subjects), app.SealPublicKeyName)
+	fmt.Fprintf(e.stderr, "published in the KV bucket %s, key %s\n", seal.KeysBucket(subjects), seal.PublicKeyName)
 	return nil
 }
 

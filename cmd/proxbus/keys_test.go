@@ -46,7 +46,7 @@ func TestKeysCreate(t *testing.T) {
 	if pub, _ := os.ReadFile(filepath.Join(dir, sealPublicFile)); strings.TrimSpace(string(pub)) != public {
 		t.Errorf("public file %q, want %q", pub, public)
 	}
-	if got, err := app.LookupSealKey(context.Background(), n.JS, events.NewSubjects("")); err != nil || got != public {
+	if got, err := seal.LookupPublicKey(context.Background(), n.JS, events.NewSubjects("")); err != nil || got != public {
 		t.Errorf("published %q, %v; want %q", got, err, public)
 	}
 	if _, err := keysCLI(t, "create", "--dir", dir); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "exists") {

@@ -11,7 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/sign"
 )
@@ -27,7 +26,7 @@ type sendTrustFlags struct {
 func (f sendTrustFlags) finish(ctx context.Context, js jetstream.JetStream, subjects events.Subjects, cmd events.Command, stderr io.Writer) (events.Command, error) {
 	public, err := f.sealKey(ctx, js, subjects)
 	switch {
-	case errors.Is(err, app.ErrNoSealKey):
+	case errors.Is(err, seal.ErrNoPublicKey):
 		// no key anywhere: the secrets go as they are, which a proxbus without sealing expects
 	case err != nil && f.SealPublicKey != "":
 		return cmd, err
@@ -53,7 +52,7 @@ func (f sendTrustFlags) finish(ctx context.Context, js jetstream.JetStream, subj
 }
 
 // sealKey is the public key to seal to: --seal-public-key (a key or a file), else the one
-// published in the keys bucket; app.ErrNoSealKey when there is none.
+// published in the keys bucket; seal.ErrNoPublicKey when there is none.
 func (f sendTrustFlags) sealKey(ctx context.Context, js jetstream.JetStream, subjects events.Subjects) (string, error) {
 	v := strings.TrimSpace(f.SealPublicKey)
 	switch {
@@ -66,5 +65,5 @@ func (f sendTrustFlags) sealKey(ctx context.Context, js jetstream.JetStream, sub
 		}
 		return strings.TrimSpace(string(b)), nil
 	}
-	return app.LookupSealKey(ctx, js, subjects)
+	return seal.LookupPublicKey(ctx, js, subjects)
 }

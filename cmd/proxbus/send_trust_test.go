@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/embedded"
 	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/sign"
@@ -55,7 +54,7 @@ func TestSendSealsAndSigns(t *testing.T) {
 			t.Parallel()
 			n := natsWithStreams(t, embedded.NATSOptions{})
 			if tt.publish {
-				if err := app.PublishSealKeys(context.Background(), n.JS, events.NewSubjects(""), []string{key.Public}); err != nil {
+				if err := seal.PublishPublicKeys(context.Background(), n.JS, events.NewSubjects(""), []string{key.Public}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -33,6 +33,7 @@ import (
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
 	"github.com/proxbus/proxbus/internal/tracing"
+	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -364,7 +365,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			return err
 		})
 		if err == nil && opener != nil { // producers find the current key there
-			if perr := PublishSealKeys(ctx, js, subjects, opener.Public()); perr != nil {
+			if perr := seal.PublishPublicKeys(ctx, js, subjects, opener.Public()); perr != nil {
 				log.Warn("the sealing public key could not be published; producers need it from a file (proxbus keys create)", "err", perr)
 			}
 		}

@@ -2,15 +2,12 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
@@ -20,14 +17,6 @@ import (
 	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/sign"
 )
-
-// KeysBucket is the KV bucket (of the subject prefix, upper-cased: PROXBUS_KEYS) where
-// producers find proxbus's sealing public key, under [SealPublicKeyName].
-func KeysBucket(s events.Subjects) string { return strings.ToUpper(s.Prefix) + "_KEYS" }
-
-// SealPublicKeyName is the KV key of the sealing public keys: one per line, the current key
-// first (a second one only during a rotation). Producers seal to the first.
-const SealPublicKeyName = "seal.public"
 
 // Trust is the sealed-secrets and signed-commands part of the [Config] (contract §8, §8a;
 // docs/security.md).
@@ -148,44 +137,4 @@ func IdentityLine(s string) string {
 		}
 	}
 	return ""
-}
-
-// PublishSealKeys stores the public keys (current first) in the keys bucket, creating it
-// when absent.
-func PublishSealKeys(ctx context.Context, js jetstream.JetStream, s events.Subjects, public []string) error {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: KeysBucket(s),
-		Description: "proxbus public keys: producers seal secret fields to seal.public (contract §8)"})
-	if err != nil {
-		return fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
-	}
-	if _, err := kv.PutString(ctx, SealPublicKeyName, strings.Join(public, "\n")+"\n"); err != nil {
-		return fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
-	}
-	return nil
-}
-
-// ErrNoSealKey is returned by [LookupSealKey] when no public key is published.
-var ErrNoSealKey = errors.New("no sealing public key is published (proxbus keys create --publish)")
-
-// LookupSealKey returns the current sealing public key published in the keys bucket.
-func LookupSealKey(ctx context.Context, js jetstream.JetStream, s events.Subjects) (string, error) {
-	kv, err := js.KeyValue(ctx, KeysBucket(s))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return "", ErrNoSealKey
-	}
-	if err != nil {
-		return "", fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
-	}
-	e, err := kv.Get(ctx, SealPublicKeyName)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", ErrNoSealKey
-	}
-	if err != nil {
-		return "", fmt.Errorf("keys bucket %s: %w", KeysBucket(s), err)
-	}
-	first, _, _ := strings.Cut(strings.TrimSpace(string(e.Value())), "\n")
-	if first == "" {
-		return "", ErrNoSealKey
-	}
-	return strings.TrimSpace(first), nil
 }
