@@ -124,6 +124,58 @@ func TestSignedCommands(t *testing.T) {
 	if n := e.pve.Requests("POST", "/nodes/pve1/qemu/101/status/stop"); n != 0 {
 		t.Errorf("a refused command reached Proxmox: %d stop requests", n)
 	}
+
+	// A tampered copy of the admitted command is dead-lettered without a result of its own:
+	// the admitted command's result stands.
+	forged := ok
+	forged.Data = []byte(`{"vm":"102"}`)
+	fmsg, err := events.EncodeBinary(e.subjects, forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmsg.Header.Set("Nats-Msg-Id", "forged-"+ok.ID)
+	e.publishMsg(fmsg)
+	eventually(t, 20*time.Second, "the forged copy dead-lettered", func() bool {
+		for _, m := range e.streamMessages(e.subjects.DLQStream(), "") {
+			if m.Header.Get("ce-id") == ok.ID {
+				return true
+			}
+		}
+		return false
+	})
+	for _, m := range e.streamMessages(e.subjects.EventsStream(), e.subjects.Result(ok.Ref())) {
+		if strings.Contains(string(m.Data), `"status":403`) {
+			t.Errorf("the forged copy published a refusal under the admitted command's id: %s", m.Data)
+		}
+	}
+
+	// The rights are withdrawn (the file is read again): a new command of the key is refused,
+	// a copy of the admitted one still gets its result replayed, never a refusal.
+	if err := os.WriteFile(file, []byte("producers:\n  - key: "+producer.Public()+"\n    endpoints: [1]\n    verbs: [node.reboot]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Minute)
+	if err := os.Chtimes(file, later, later); err != nil {
+		t.Fatal(err)
+	}
+	if res := e.send(signed("vm.start", `{"vm":"101"}`, "sync:alice")); res.Status != 403 || res.Reason != "producer_not_allowed" {
+		t.Errorf("after the rights were withdrawn: %d %s, want 403 producer_not_allowed", res.Status, res.Reason)
+	}
+	again, err := events.EncodeBinary(e.subjects, ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Header.Set("Nats-Msg-Id", "again-"+ok.ID)
+	e.publishMsg(again)
+	eventually(t, 20*time.Second, "a second replay", func() bool {
+		n := 0
+		for _, m := range e.streamMessages(e.subjects.EventsStream(), e.subjects.Result(ok.Ref())) {
+			if strings.Contains(string(m.Data), `"replayed":true`) {
+				n++
+			}
+		}
+		return n >= 2
+	})
 }
 
 // sortedLines is s with its lines sorted (a hash's fields come in any order).

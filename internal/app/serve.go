@@ -405,7 +405,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	ccfg.Middleware = append(ccfg.Middleware, admission(gate, pub, log.With("component", "producers")))
+	ccfg.Middleware = append(ccfg.Middleware, admission(gate, st, pub, log.With("component", "producers")))
 	cons, err := consumer.New(js, ccfg, pipeline, pub)
 	if err != nil {
 		return err

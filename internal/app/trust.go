@@ -16,6 +16,7 @@ import (
 	"github.com/proxbus/proxbus/internal/producers"
 	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/sign"
+	"github.com/proxbus/proxbus/store"
 )
 
 // Trust is the sealed-secrets and signed-commands part of the [Config] (contract §8, §8a;
@@ -36,15 +37,37 @@ type Trust struct {
 	FrontKeyFile string
 }
 
+// commandRecords tells whether a command has a record in the store (store.Store).
+type commandRecords interface {
+	Record(ctx context.Context, c store.CommandKey) (store.RecordState, []byte, error)
+}
+
 // admission is the consumer middleware that runs only the commands gate allows (contract
 // §8a): a refused one is answered 403 (reason producer_not_allowed or signature_invalid) and
 // dead-lettered, and nothing else is written for it.
-func admission(gate *producers.Gate, pub handlers.Publisher, log *slog.Logger) consumer.Middleware {
+//
+// A command that has a record already was admitted before: refused now for its rights (the
+// producers file changed while it ran, or a copy of it arrived), it still goes to the
+// pipeline, which resumes or replays it and never dead-letters a command that may have
+// written. Refused for its signature, the message is dead-lettered without a result, so that
+// the admitted command's own result is not taken by the refusal's.
+func admission(gate *producers.Gate, records commandRecords, pub handlers.Publisher, log *slog.Logger) consumer.Middleware {
 	return func(next consumer.Handler) consumer.Handler {
 		return consumer.HandlerFunc(func(ctx context.Context, cmd events.Command, d events.Delivery) events.Disposition {
 			refusal := gate.Check(cmd)
 			if refusal == nil {
 				return next.Handle(ctx, cmd, d)
+			}
+			state, _, err := records.Record(ctx, store.CommandKey{Source: cmd.Source, ID: cmd.ID})
+			switch {
+			case err != nil:
+				log.Warn("a refused producer's command could not be looked up; it will be redelivered", "command_id", cmd.ID, "err", err)
+				return events.Disposition{Action: events.Redeliver, Delay: time.Second}
+			case state != store.Absent && refusal.Rights:
+				return next.Handle(ctx, cmd, d)
+			case state != store.Absent:
+				log.Warn("command refused: producer; a command of that id was admitted before, its result stands", "command_id", cmd.ID, "reason", refusal.Reason)
+				return events.Disposition{Action: events.DeadLetter, Reason: refusal.Reason}
 			}
 			o := events.OriginOf(cmd)
 			o.Delivery, o.Producer = d.StreamSeq, "" // not a producer whose rights let it run

@@ -120,6 +120,10 @@ func verbAllowed(allow []string, verb string) bool {
 // a value of the command but the verb, the endpoint and the actor prefix).
 type Refusal struct {
 	Reason, Detail string
+	// Rights is set when the refusal comes from the producers file (the key is not in it, or
+	// the command is outside its rights), which may change while a command runs; a refusal of
+	// the message itself (its signature, a missing signature or time) is not.
+	Rights bool
 }
 
 // Gate verifies commands and checks them against a producers file, read again when it
@@ -213,10 +217,10 @@ func (g *Gate) Check(c events.Command) *Refusal {
 	p, ok := g.entries[c.Producer]
 	g.mu.Unlock()
 	if !ok {
-		return &Refusal{Reason: ReasonNotAllowed, Detail: "the producer's key is not in the producers file"}
+		return &Refusal{Reason: ReasonNotAllowed, Detail: "the producer's key is not in the producers file", Rights: true}
 	}
 	if why := p.allows(c); why != "" {
-		return &Refusal{Reason: ReasonNotAllowed, Detail: why}
+		return &Refusal{Reason: ReasonNotAllowed, Detail: why, Rights: true}
 	}
 	return nil
 }
