@@ -61,12 +61,7 @@ func TestSignedCommands(t *testing.T) {
 	}
 	// A replay of the signed command within its expiry, under a message id of its own so
 	// that the stream's duplicate window does not drop it.
-	replay, err := events.EncodeBinary(e.subjects, ok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	replay.Header.Set("Nats-Msg-Id", "replay-"+ok.ID)
-	e.publishMsg(replay)
+	publishCopy(e, ok, "replay-"+ok.ID)
 	eventually(t, 20*time.Second, "the replay's result", func() bool {
 		for _, m := range e.streamMessages(e.subjects.EventsStream(), e.subjects.Result(ok.Ref())) {
 			if strings.Contains(string(m.Data), `"replayed":true`) {
@@ -129,12 +124,7 @@ func TestSignedCommands(t *testing.T) {
 	// the admitted command's result stands.
 	forged := ok
 	forged.Data = []byte(`{"vm":"102"}`)
-	fmsg, err := events.EncodeBinary(e.subjects, forged)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmsg.Header.Set("Nats-Msg-Id", "forged-"+ok.ID)
-	e.publishMsg(fmsg)
+	publishCopy(e, forged, "forged-"+ok.ID)
 	eventually(t, 20*time.Second, "the forged copy dead-lettered", func() bool {
 		for _, m := range e.streamMessages(e.subjects.DLQStream(), "") {
 			if m.Header.Get("ce-id") == ok.ID {
@@ -161,12 +151,7 @@ func TestSignedCommands(t *testing.T) {
 	if res := e.send(signed("vm.start", `{"vm":"101"}`, "sync:alice")); res.Status != 403 || res.Reason != "producer_not_allowed" {
 		t.Errorf("after the rights were withdrawn: %d %s, want 403 producer_not_allowed", res.Status, res.Reason)
 	}
-	again, err := events.EncodeBinary(e.subjects, ok)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again.Header.Set("Nats-Msg-Id", "again-"+ok.ID)
-	e.publishMsg(again)
+	publishCopy(e, ok, "again-"+ok.ID)
 	eventually(t, 20*time.Second, "a second replay", func() bool {
 		n := 0
 		for _, m := range e.streamMessages(e.subjects.EventsStream(), e.subjects.Result(ok.Ref())) {
@@ -176,6 +161,18 @@ func TestSignedCommands(t *testing.T) {
 		}
 		return n >= 2
 	})
+}
+
+// publishCopy publishes cmd again under a message id of its own, so that the stream's
+// duplicate window does not drop it: a replay, as anyone allowed to publish can make one.
+func publishCopy(e *env, cmd events.Command, msgID string) {
+	e.t.Helper()
+	m, err := events.EncodeBinary(e.subjects, cmd)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m.Header.Set("Nats-Msg-Id", msgID)
+	e.publishMsg(m)
 }
 
 // sortedLines is s with its lines sorted (a hash's fields come in any order).
