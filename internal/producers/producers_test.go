@@ -54,32 +54,33 @@ func TestGateCheck(t *testing.T) {
 		require bool
 		cmd     func(t *testing.T) events.Command
 		want    string // "" : allowed
+		rights  bool   // the refusal comes from the producers file
 	}{
-		{"signed, within its rights", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.start", 1, "sync:alice")) }, ""},
+		{"signed, within its rights", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.start", 1, "sync:alice")) }, "", false},
 		{"a verb prefix", true, func(t *testing.T) events.Command {
 			return signed(t, allowed, command("vm.snapshot.create", 2, "sync:bob"))
-		}, ""},
-		{"unsigned, not required", false, func(*testing.T) events.Command { return command("vm.stop", 9, "anyone") }, ""},
-		{"unsigned, required", true, func(*testing.T) events.Command { return command("vm.start", 1, "sync:alice") }, producers.ReasonNotAllowed},
-		{"another verb", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.delete", 1, "sync:alice")) }, producers.ReasonNotAllowed},
-		{"another endpoint", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.start", 3, "sync:alice")) }, producers.ReasonNotAllowed},
-		{"another actor", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.start", 1, "admin")) }, producers.ReasonNotAllowed},
-		{"a key not in the file", false, func(t *testing.T) events.Command { return signed(t, stranger, command("vm.start", 1, "sync:alice")) }, producers.ReasonNotAllowed},
+		}, "", false},
+		{"unsigned, not required", false, func(*testing.T) events.Command { return command("vm.stop", 9, "anyone") }, "", false},
+		{"unsigned, required", true, func(*testing.T) events.Command { return command("vm.start", 1, "sync:alice") }, producers.ReasonNotAllowed, false},
+		{"another verb", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.delete", 1, "sync:alice")) }, producers.ReasonNotAllowed, true},
+		{"another endpoint", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.start", 3, "sync:alice")) }, producers.ReasonNotAllowed, true},
+		{"another actor", true, func(t *testing.T) events.Command { return signed(t, allowed, command("vm.start", 1, "admin")) }, producers.ReasonNotAllowed, true},
+		{"a key not in the file", false, func(t *testing.T) events.Command { return signed(t, stranger, command("vm.start", 1, "sync:alice")) }, producers.ReasonNotAllowed, true},
 		{"without time", true, func(t *testing.T) events.Command {
 			c := command("vm.start", 1, "sync:alice")
 			c.Time = time.Time{}
 			return signed(t, allowed, c)
-		}, producers.ReasonNotAllowed},
+		}, producers.ReasonNotAllowed, false},
 		{"tampered after signing", false, func(t *testing.T) events.Command {
 			c := signed(t, allowed, command("vm.start", 1, "sync:alice"))
 			c.EndpointID = 2
 			return c
-		}, producers.ReasonSignatureInvalid},
+		}, producers.ReasonSignatureInvalid, false},
 		{"signed by one key, claiming another", false, func(t *testing.T) events.Command {
 			c := signed(t, stranger, command("vm.start", 1, "sync:alice"))
 			c.Producer = allowed.Public()
 			return c
-		}, producers.ReasonSignatureInvalid},
+		}, producers.ReasonSignatureInvalid, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -94,6 +95,8 @@ func TestGateCheck(t *testing.T) {
 				t.Errorf("Check = %+v, want allowed", got)
 			case tt.want != "" && (got == nil || got.Reason != tt.want || got.Detail == ""):
 				t.Errorf("Check = %+v, want %s with a detail", got, tt.want)
+			case got != nil && got.Rights != tt.rights:
+				t.Errorf("Rights = %v, want %v: only the producers file's refusals may change while a command runs", got.Rights, tt.rights)
 			}
 		})
 	}
