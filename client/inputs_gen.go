@@ -149,7 +149,9 @@ type StoragePBSCreate struct {
 	Namespace string `json:"namespace,omitempty"`
 	// Username: The PBS API token id, `user@realm!token`. Required.
 	Username string `json:"username"`
-	// Password: The PBS token secret. Write-only; never emitted anywhere. Required.
+	// Password: The PBS token secret. Write-only; never emitted anywhere. It may be sent sealed
+	// instead: `{"sealed": "<age armored ciphertext>"}` (docs/producers.md; required with
+	// `--require-sealed-secrets`). Required.
 	Password Secret `json:"password"`
 	// Fingerprint: The PBS certificate's SHA-256 fingerprint, 32 colon-separated hex pairs, any case.
 	// Required.
@@ -482,7 +484,8 @@ type VMProvisionSource struct {
 type VMProvisionCloudInit struct {
 	// User is the field "user".
 	User string `json:"user,omitempty"`
-	// Password: Write-only; never emitted anywhere.
+	// Password: Write-only; never emitted anywhere. It may be sent sealed instead: `{"sealed": "<age
+	// armored ciphertext>"}` (docs/producers.md; required with `--require-sealed-secrets`).
 	Password Secret `json:"password,omitempty"`
 	// SSHKeys: One string of keys on lines, or a list of keys (at most 64).
 	SSHKeys string `json:"ssh_keys,omitempty"`

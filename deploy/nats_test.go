@@ -25,6 +25,7 @@ import (
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/console"
 	"github.com/proxbus/proxbus/internal/deadletter"
+	"github.com/proxbus/proxbus/seal"
 )
 
 // waitLimit bounds every wait below. It is a safety net against a hung test, not a timed
@@ -205,6 +206,18 @@ func TestNATSAccountPermissions(t *testing.T) {
 	}
 	if err := consumer.Provision(ctx, svc.js, cfg); err != nil {
 		t.Fatalf("proxbus: provision: %v", err)
+	}
+	sealKey, err := seal.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := seal.PublishPublicKeys(ctx, svc.js, subjects, []string{sealKey.Public}); err != nil {
+		t.Fatalf("proxbus: publish the sealing key: %v", err)
+	}
+	for _, role := range []string{"producer", "cli"} {
+		if got, err := seal.LookupPublicKey(ctx, connect(role).js, subjects); err != nil || got != sealKey.Public {
+			t.Errorf("%s: read the sealing key = %q, %v", role, got, err)
+		}
 	}
 
 	producer := connect("producer")

@@ -22,6 +22,7 @@ import (
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/deadletter"
 	"github.com/proxbus/proxbus/internal/guestconfig"
+	"github.com/proxbus/proxbus/internal/producers"
 )
 
 // asyncAPIDoc is docs/asyncapi.yaml decoded as plain YAML.
@@ -132,13 +133,14 @@ func TestAsyncAPIMatchesCode(t *testing.T) {
 	ef := parsePackage(t, "../events")
 
 	verbs := handlers.NewRegistry(handlers.Builtin()...).Names()
-	reasons := append(hf.constsWithPrefix("Reason"), events.ReasonInvalidCommand)
+	reasons := append(hf.constsWithPrefix("Reason"), events.ReasonInvalidCommand, producers.ReasonNotAllowed, producers.ReasonSignatureInvalid)
 	results := append(hf.constsWithPrefix("Result"), events.ResultRefused)
 	steps, unresolved := hf.stepNames()
 	for _, u := range unresolved {
 		t.Errorf("step name not statically known (use a string literal or constant): %s", u)
 	}
-	dlqReasons := append(hf.decisionReasons(), deadletter.ReasonDeadLetter, deadletter.ReasonInvalidCommand)
+	dlqReasons := append(hf.decisionReasons(), deadletter.ReasonDeadLetter, deadletter.ReasonInvalidCommand,
+		producers.ReasonNotAllowed, producers.ReasonSignatureInvalid)
 
 	tests := []struct {
 		name string

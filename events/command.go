@@ -56,6 +56,10 @@ type Command struct {
 	// TraceParent is a well-formed W3C traceparent or "" (a malformed one is dropped, as W3C
 	// Trace Context requires).
 	TraceParent string
+	// Producer and Signature are the producer's NKey public key and its signature over the
+	// command (contract §8a, package sign); "" when the command is not signed. Decode does not
+	// verify them.
+	Producer, Signature string
 	// Data is the command's JSON data; nil when absent or JSON null.
 	Data json.RawMessage
 	// Mode is the content mode the command arrived in (Decode) or is to be encoded in.

@@ -47,4 +47,8 @@ const (
 	AttrTraceParent     = "traceparent"
 	AttrExpires         = "expires"
 	AttrDryRun          = "dryrun"
+	// AttrProducer and AttrSignature carry a signed command's producer key and signature
+	// (contract §8a, package sign).
+	AttrProducer  = "producer"
+	AttrSignature = "signature"
 )

@@ -24,6 +24,9 @@ type Origin struct {
 	// step and result, so observers can tell whose commands touch which cluster.
 	Actor      string
 	EndpointID *int64
+	// Producer is the verified producer key of a signed command (contract §8a); "" when the
+	// command is not signed. It is carried into every step and result.
+	Producer string
 	// Delivery is the commands-stream sequence of the message the event answers (0 unknown):
 	// a replayed result is identified by it, so each duplicate of a command gets its replay
 	// while a redelivery of one message publishes it once.
@@ -32,7 +35,7 @@ type Origin struct {
 
 // OriginOf returns the origin of a decoded command.
 func OriginOf(c Command) Origin {
-	o := Origin{ID: c.ID, Source: c.Source, Verb: c.Verb, TraceParent: c.TraceParent, Actor: c.Actor}
+	o := Origin{ID: c.ID, Source: c.Source, Verb: c.Verb, TraceParent: c.TraceParent, Actor: c.Actor, Producer: c.Producer}
 	if c.HasEndpointID {
 		o.EndpointID = &c.EndpointID
 	}
@@ -104,7 +107,7 @@ func (e Emitter) Event(o Origin, p Payload) (Payload, *nats.Msg, error) {
 
 func (e Emitter) step(o Origin, st Step) (Payload, *nats.Msg, error) {
 	st.CommandID, st.CommandSource, st.Verb = o.ID, o.Source, o.Verb
-	st.Actor, st.EndpointID = o.Actor, o.EndpointID
+	st.Actor, st.EndpointID, st.Producer = o.Actor, o.EndpointID, o.Producer
 	if st.At.IsZero() {
 		st.At = e.now()
 	}
@@ -116,7 +119,7 @@ func (e Emitter) step(o Origin, st Step) (Payload, *nats.Msg, error) {
 
 func (e Emitter) result(o Origin, r Result) (Payload, *nats.Msg, error) {
 	r.CommandID, r.CommandSource, r.Verb = o.ID, o.Source, o.Verb
-	r.Actor = o.Actor
+	r.Actor, r.Producer = o.Actor, o.Producer
 	if r.EndpointID == nil {
 		r.EndpointID = o.EndpointID
 	}

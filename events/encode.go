@@ -56,6 +56,12 @@ func EncodeBinary(s Subjects, c Command) (*nats.Msg, error) {
 	if c.TraceParent != "" {
 		set(AttrTraceParent, c.TraceParent)
 	}
+	if c.Producer != "" {
+		set(AttrProducer, c.Producer)
+	}
+	if c.Signature != "" {
+		set(AttrSignature, c.Signature)
+	}
 	msg.Header.Set(HeaderContentType, ContentTypeJSON)
 	msg.Header.Set(HeaderMsgID, c.ID)
 	msg.Data = c.Data
@@ -103,6 +109,12 @@ func EncodeStructured(s Subjects, c Command) (*nats.Msg, error) {
 	}
 	if c.TraceParent != "" {
 		ev.SetExtension(AttrTraceParent, c.TraceParent)
+	}
+	if c.Producer != "" {
+		ev.SetExtension(AttrProducer, c.Producer)
+	}
+	if c.Signature != "" {
+		ev.SetExtension(AttrSignature, c.Signature)
 	}
 	if c.Data != nil {
 		ev.SetDataContentType(ContentTypeJSON)

@@ -20,6 +20,8 @@ const (
 	attrTraceParent
 	attrExpires
 	attrDryRun
+	attrProducer
+	attrSignature
 	numAttrs
 )
 
@@ -30,6 +32,7 @@ var knownAttrs = [numAttrs]string{
 	attrTime: AttrTime, attrSubject: AttrSubject, attrDataContentType: AttrDataContentType,
 	attrEndpointID: AttrEndpointID, attrIdempotencyKey: AttrIdempotencyKey, attrActor: AttrActor,
 	attrTraceParent: AttrTraceParent, attrExpires: AttrExpires, attrDryRun: AttrDryRun,
+	attrProducer: AttrProducer, attrSignature: AttrSignature,
 }
 
 // attrIndex returns the index of the known attribute named name, or -1. The name is matched
@@ -138,7 +141,7 @@ func (e *envelope) command(verb string, verbOK bool) (Command, string) {
 	for _, a := range []struct {
 		attr int
 		dst  *string
-	}{{attrSubject, &c.Subject}, {attrTraceParent, &c.TraceParent}} {
+	}{{attrSubject, &c.Subject}, {attrTraceParent, &c.TraceParent}, {attrProducer, &c.Producer}, {attrSignature, &c.Signature}} {
 		if reason = e.optional(a.attr, "", func(v string) bool { *a.dst = v; return true }); reason != "" {
 			return c, reason
 		}

@@ -30,6 +30,9 @@ type Step struct {
 	// and nil when unknown.
 	Actor      string `json:"actor,omitempty"`
 	EndpointID *int64 `json:"endpoint_id,omitempty"`
+	// Producer is the verified producer key of a signed command (contract §8a), "" when the
+	// command is not signed.
+	Producer string `json:"producer,omitempty"`
 	// Seq numbers the command's step events from 1, across its deliveries.
 	Seq int `json:"seq"`
 	// Step names the step; Status is its state.
@@ -80,6 +83,9 @@ type Result struct {
 	EndpointID *int64 `json:"endpoint_id,omitempty"`
 	// Actor is who asked (from the [Origin]); "" when unknown.
 	Actor string `json:"actor,omitempty"`
+	// Producer is the verified producer key of a signed command (contract §8a), "" when the
+	// command is not signed.
+	Producer string `json:"producer,omitempty"`
 	// Status is an HTTP status (100–599).
 	Status int `json:"status"`
 	// Result is the outcome word; Reason is the machine-readable error code, "" when none.

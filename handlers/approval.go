@@ -132,7 +132,7 @@ func (r *run) control(ctx context.Context) move {
 
 // controlNow runs a control verb that has no stored outcome.
 func (r *run) controlNow(ctx context.Context) move {
-	prep, invalid := r.verb.prepare(r.cmd.Data)
+	prep, invalid := r.verb.prepareSealed(r.cmd.Data, r.p.sealing())
 	r.prep = prep
 	if invalid != nil {
 		return r.answer(ctx, *invalid, noJournal)

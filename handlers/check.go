@@ -82,6 +82,7 @@ func (s Spec[In]) checkFields(data json.RawMessage) (*Fields, error) {
 	if err != nil {
 		return nil, err
 	}
+	f.sealing = sealing{unopened: true}
 	s.Decode(f)
 	return f, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/proxbus/proxbus/internal/redact"
+	"github.com/proxbus/proxbus/seal"
 )
 
 // Fields reads a command's data as declared fields. Every getter declares its field; a field
@@ -20,6 +21,8 @@ type Fields struct {
 	nestedUndeclared bool
 	// nestedDeclared are the fields declared inside nested objects, as parent.child paths.
 	nestedDeclared map[string]bool
+	// sealing opens sealed secret fields to check them (sealed.go).
+	sealing sealing
 }
 
 var errNotObject = errors.New("data is not a JSON object")
@@ -72,8 +75,13 @@ func (f *Fields) String(name string, required bool, valid func(string) bool) str
 		}
 		return ""
 	}
+	if redact.IsSecretName(name) {
+		if armored, sealed := f.sealedString(name, raw, valid); sealed {
+			return armored
+		}
+	}
 	var s string
-	if json.Unmarshal(raw, &s) != nil || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) {
+	if json.Unmarshal(raw, &s) != nil || (valid != nil && !valid(s)) || (required && s == "") || redactedSecret(name, s) || seal.IsArmored(s) {
 		f.Fail(name)
 		return ""
 	}
@@ -181,6 +189,7 @@ func (f *Fields) nested(name string, raw json.RawMessage, decode func(sub *Field
 		f.Fail(name)
 		return
 	}
+	sub.sealing = f.sealing
 	decode(sub)
 	if f.nestedDeclared == nil {
 		f.nestedDeclared = map[string]bool{}

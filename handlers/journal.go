@@ -19,6 +19,9 @@ func (r *run) comments(out Outcome, upid string) string {
 		{"result", out.Result},
 		{"command_id", r.cmd.ID},
 	}
+	if r.cmd.Producer != "" { // verified before the command reached the pipeline (package producers)
+		bullets = append(bullets, Bullet{"producer", r.cmd.Producer})
+	}
 	if r.cmd.IdempotencyKey != "" {
 		bullets = append(bullets, Bullet{"idempotency_key", r.cmd.IdempotencyKey})
 	}

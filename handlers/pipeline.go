@@ -169,6 +169,11 @@ type Config struct {
 	Now func() time.Time
 	// After is the clock's timer (default time.After): every pause of the pipeline waits on it.
 	After func(d time.Duration) <-chan time.Time
+	// Opener opens sealed secrets (contract §8); nil: proxbus holds no key, and a sealed
+	// secret is refused as invalid.
+	Opener SecretOpener
+	// RequireSealedSecrets refuses a plain secret with 422 secret_not_sealed.
+	RequireSealedSecrets bool
 }
 
 // Pipeline executes commands. It is safe for concurrent use by the consumer's workers.

@@ -46,6 +46,8 @@ type run struct {
 	waited bool
 	// cancel is the cancellation of a running command of a cancellable verb (nil otherwise).
 	cancel *canceller
+	// opened holds the values the command's sealed secrets were opened to (Exec.Open).
+	opened openedSecrets
 
 	// state is the state the delivery has brought the command to (lifecycle.go).
 	state State
@@ -167,7 +169,7 @@ func (r *run) check(ctx context.Context) move {
 		}
 		return r.refuse(ctx, *out)
 	}
-	prep, invalid := r.verb.prepare(r.cmd.Data)
+	prep, invalid := r.verb.prepareSealed(r.cmd.Data, r.p.sealing())
 	r.prep = prep
 	switch {
 	case invalid != nil && (r.verb.VerbAccess() == Read || r.cmd.DryRun): // a dry run journals nothing
@@ -858,4 +860,4 @@ func (r *run) owner() string {
 }
 
 // scrub removes this command's secrets and secret-named assignments from text.
-func (r *run) scrub(s string) string { return redact.Values(s, r.prep.secrets...) }
+func (r *run) scrub(s string) string { return redact.Values(s, r.opened.with(r.prep.secrets)...) }

@@ -9,21 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/proxbus/proxbus/events"
-	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/schedule"
+	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/store"
 )
 
 // Reasons of the schedule verbs and of scheduled commands (contract §11).
 const (
-	// ReasonScheduleSecret (422): a schedule's data holds a secret field. Secrets in a
-	// schedule's data must be sealed; until sealed secrets exist, a schedule may hold none.
-	ReasonScheduleSecret = "secret_not_sealed"
 	// ReasonScheduleNotFound (404): schedule.remove of a schedule that does not exist.
 	ReasonScheduleNotFound = "schedule_not_found"
 	// ReasonSchedulesUnavailable (503): this process was started without schedules.
@@ -163,12 +159,15 @@ func (r *run) addSchedule(ctx context.Context, in ScheduleInput) (Outcome, error
 		return Outcome{Status: 422, Result: ResultRefused, Reason: ReasonScheduleVerbNotAllowed, Fields: []string{"verb"},
 			Detail: in.Verb + " acts on other commands or schedules: a schedule never fires a command.* or schedule.* verb"}, nil
 	}
-	if secrets := secretPaths("data", in.Data); len(secrets) > 0 {
-		return Outcome{Status: 422, Result: ResultRefused, Reason: ReasonScheduleSecret, Fields: secrets,
-			Detail: "a schedule's data is stored in the commands stream for as long as the schedule lives: secret fields must be sealed, " +
-				"and sealed secrets are not available yet; schedule a verb whose data needs no secret"}, nil
+	if plain := seal.PlainSecrets(in.Data); len(plain) > 0 {
+		for i, p := range plain {
+			plain[i] = "data." + p
+		}
+		return Outcome{Status: 422, Result: ResultRefused, Reason: ReasonSecretNotSealed, Fields: plain,
+			Detail: "a schedule's data is stored in the commands stream for as long as the schedule lives: seal its secret fields " +
+				"to proxbus's key (proxbus schedule add, proxbus send and the Go client do it; docs/producers.md)"}, nil
 	}
-	if _, invalid := target.prepare(in.Data); invalid != nil {
+	if _, invalid := target.prepareSealed(in.Data, r.p.sealing()); invalid != nil {
 		out := *invalid
 		for i, f := range out.Fields {
 			out.Fields[i] = "data." + f
@@ -251,38 +250,4 @@ func (r *run) scheduled(ctx context.Context, next stage) move {
 func dataSHA256(data []byte) string {
 	sum := sha256.Sum256(bytes.TrimSpace(data))
 	return hex.EncodeToString(sum[:])
-}
-
-// secretPaths names the secret-named members of the JSON document doc (dotted paths under
-// prefix, array elements by their parent's name), sorted.
-func secretPaths(prefix string, doc []byte) []string {
-	var v any
-	if len(doc) == 0 || json.Unmarshal(doc, &v) != nil {
-		return nil
-	}
-	seen := map[string]bool{}
-	var walk func(path string, v any)
-	walk = func(path string, v any) {
-		switch t := v.(type) {
-		case map[string]any:
-			for k, sub := range t {
-				if redact.IsSecretName(k) {
-					seen[path+"."+k] = true
-					continue
-				}
-				walk(path+"."+k, sub)
-			}
-		case []any:
-			for _, sub := range t {
-				walk(path, sub)
-			}
-		}
-	}
-	walk(prefix, v)
-	out := make([]string, 0, len(seen))
-	for p := range seen {
-		out = append(out, p)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -91,7 +91,7 @@ func TestScheduleAdd(t *testing.T) {
 		{"a schedule of schedules", `{"name":"meta","every":"1h","verb":"schedule.remove","endpoint_id":1,"data":{"name":"nightly"}}`,
 			422, ReasonScheduleVerbNotAllowed, []string{"verb"}},
 		{"a secret", `{"name":"pbs","every":"1h","verb":"test.write","endpoint_id":1,"data":{"nested":{"password":"hunter2-canary"}}}`,
-			422, ReasonScheduleSecret, []string{"data.nested.password"}},
+			422, ReasonSecretNotSealed, []string{"data.nested.password"}},
 		{"data the verb refuses", `{"name":"bad","every":"1h","verb":"test.write","endpoint_id":1,"data":{"unknown":1}}`,
 			422, ReasonInvalidBody, []string{"data"}},
 		{"an endpoint not configured", `{"name":"far","every":"1h","verb":"test.write","endpoint_id":2}`,

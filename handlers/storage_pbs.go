@@ -112,10 +112,14 @@ func dispatchPBSStorage(ctx context.Context, x *Exec, in PBSStorageInput) (Outco
 		}
 		return compareExisting(in, existing, ResultAlreadyPresent), nil
 	}
+	password, err := x.Open(in.Password)
+	if err != nil {
+		return Outcome{}, err
+	}
 	_, err = x.Write(ctx, "create_storage", "", func(ctx context.Context) (Sent, error) {
 		return Sent{}, x.Proxmox.CreatePBSStorage(ctx, proxmox.PBSStorage{
 			Storage: in.Storage, Server: in.Server, Port: int(in.Port), Datastore: in.Datastore, Namespace: in.Namespace,
-			Username: in.Username, Password: proxmox.Secret(in.Password), Fingerprint: in.Fingerprint, Nodes: in.Nodes,
+			Username: in.Username, Password: proxmox.Secret(password), Fingerprint: in.Fingerprint, Nodes: in.Nodes,
 		})
 	})
 	switch {

@@ -84,6 +84,7 @@ type Verb interface {
 	// VerbCancellable is [Spec.Cancellable].
 	VerbCancellable() map[string]string
 	prepare(data json.RawMessage) (prepared, *Outcome)
+	prepareSealed(data json.RawMessage, s sealing) (prepared, *Outcome)
 }
 
 // prepared is a validated command, ready to run.
@@ -110,11 +111,22 @@ func (s Spec[In]) VerbAccess() Access { return s.Access }
 // VerbCancellable implements [Verb].
 func (s Spec[In]) VerbCancellable() map[string]string { return s.Cancellable }
 
+// prepare validates data with no sealing key and plain secrets allowed.
 func (s Spec[In]) prepare(data json.RawMessage) (prepared, *Outcome) {
+	return s.prepareSealed(data, sealing{})
+}
+
+// prepareSealed validates data, opening sealed secret fields with sealed.opener to check them
+// and refusing plain ones when sealed.require.
+func (s Spec[In]) prepareSealed(data json.RawMessage, sealed sealing) (prepared, *Outcome) {
 	f, err := newFields(data)
 	if err != nil {
 		return prepared{}, invalidBody(nil, "data must be a JSON object")
 	}
+	if out := sealed.notSealed(data); out != nil {
+		return prepared{}, out
+	}
+	f.sealing = sealed
 	in := s.Decode(f)
 	if out := f.outcome(); out != nil {
 		return prepared{}, out

@@ -538,7 +538,11 @@ func (p *provision) configParams(raw map[string]string) (map[string]string, erro
 			}
 			params[free] = p.cloudInitStorage(raw) + ":cloudinit"
 		}
-		for key, v := range map[string]string{"ciuser": ci.User, "cipassword": ci.Password, "sshkeys": ci.SSHKeys,
+		password, err := p.x.Open(ci.Password)
+		if err != nil {
+			return nil, err
+		}
+		for key, v := range map[string]string{"ciuser": ci.User, "cipassword": password, "sshkeys": ci.SSHKeys,
 			"ipconfig0": ci.IPConfig0, "nameserver": ci.Nameserver, "searchdomain": ci.Searchdomain} {
 			if v != "" {
 				params[key] = v

@@ -40,6 +40,7 @@ type cli struct {
 	DLQ        dlqCmd        `cmd:"" name:"dlq" help:"Inspect, re-inject and purge dead letters."`
 	Journal    journalCmd    `cmd:"" help:"Journal updates waiting for NetBox."`
 	Streams    streamsCmd    `cmd:"" help:"Create or update the streams and the consumer."`
+	Keys       keysCmd       `cmd:"" help:"Create and publish the keys of sealed secrets and signed commands."`
 	Sim        simCmd        `cmd:"" help:"Run a simulator on its own."`
 	Completion completionCmd `cmd:"" help:"Print a shell completion script (bash, zsh or fish)."`
 	Version    versionCmd    `cmd:"" help:"Print the version."`
@@ -79,6 +80,10 @@ func kongVars() kong.Vars {
 		"dev_nats_port":         fmt.Sprint(app.DefaultDevNATSPort),
 		"dev_http_addr":         defaultDevHTTPAddr,
 		"default_source":        defaultSource,
+		"seal_key_file":         sealKeyFile,
+		"seal_public_file":      sealPublicFile,
+		"producer_key_file":     producerKeyFile,
+		"producer_public_file":  producerPubFile,
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/proxbus/proxbus/handlers"
 	"github.com/proxbus/proxbus/internal/app"
 	"github.com/proxbus/proxbus/internal/schedule"
+	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -35,17 +36,18 @@ type scheduleCmd struct {
 // command it fires would be, and waits for its answer. Without --nats-url it works on a
 // running `proxbus dev`.
 type scheduleAddCmd struct {
-	Name     string        `arg:"" help:"The schedule's name (1–64 of A–Z a–z 0–9 _ -); a schedule of that name is replaced."`
-	Verb     string        `arg:"" help:"The verb it fires (vm.backup, vm.snapshot.create, node.reboot, …)."`
-	Cron     string        `name:"cron" help:"6-field cron expression, seconds first ('0 0 2 * * *' is 02:00:00 daily), or @daily, @hourly, …"`
-	TZ       string        `name:"tz" help:"IANA time zone of --cron (default UTC), e.g. Europe/Berlin."`
-	Every    string        `name:"every" help:"Fire at this interval (Go duration, whole seconds, at least 1s; e.g. 6h)."`
-	At       string        `name:"at" help:"Fire once at this time (RFC 3339, e.g. 2026-12-24T02:00:00Z)."`
-	Endpoint int64         `name:"endpoint" help:"The endpoint the fired commands name."`
-	Data     string        `name:"data" noenv:"" default:"{}" help:"The fired commands' data: JSON, @file, or @- to read it from stdin (no secret field)."`
-	Window   string        `name:"window" help:"How long after its firing a firing may still start (default 15m); later it is answered 410."`
-	Actor    string        `name:"actor" help:"Who makes the schedule: the actor of every command it fires (default proxbus)."`
-	Timeout  time.Duration `name:"timeout" default:"1m" help:"How long to wait for the answer."`
+	Name          string        `arg:"" help:"The schedule's name (1–64 of A–Z a–z 0–9 _ -); a schedule of that name is replaced."`
+	Verb          string        `arg:"" help:"The verb it fires (vm.backup, vm.snapshot.create, node.reboot, …)."`
+	Cron          string        `name:"cron" help:"6-field cron expression, seconds first ('0 0 2 * * *' is 02:00:00 daily), or @daily, @hourly, …"`
+	TZ            string        `name:"tz" help:"IANA time zone of --cron (default UTC), e.g. Europe/Berlin."`
+	Every         string        `name:"every" help:"Fire at this interval (Go duration, whole seconds, at least 1s; e.g. 6h)."`
+	At            string        `name:"at" help:"Fire once at this time (RFC 3339, e.g. 2026-12-24T02:00:00Z)."`
+	Endpoint      int64         `name:"endpoint" help:"The endpoint the fired commands name."`
+	Data          string        `name:"data" noenv:"" default:"{}" help:"The fired commands' data: JSON, @file, or @- to read it from stdin; its secret fields are sealed to proxbus's key (--seal-public-key or the keys bucket)."`
+	SealPublicKey string        `name:"seal-public-key" help:"proxbus's sealing public key (age1…), or a file holding it; default: the key published in the keys bucket. A schedule's secret fields must be sealed."`
+	Window        string        `name:"window" help:"How long after its firing a firing may still start (default 15m); later it is answered 410."`
+	Actor         string        `name:"actor" help:"Who makes the schedule: the actor of every command it fires (default proxbus)."`
+	Timeout       time.Duration `name:"timeout" default:"1m" help:"How long to wait for the answer."`
 	natsFlags
 	outputFlags
 }
@@ -72,6 +74,9 @@ func (c *scheduleAddCmd) Run(e *cliEnv) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	if data, err = c.seal(e, data); err != nil {
+		return err
+	}
 	in := handlers.ScheduleInput{Name: c.Name, Cron: c.Cron, TZ: c.TZ, Every: c.Every, At: c.At, Verb: c.Verb,
 		EndpointID: c.Endpoint, Data: data, Window: c.Window}
 	body, err := json.Marshal(in)
@@ -89,6 +94,32 @@ func (c *scheduleAddCmd) Run(e *cliEnv) error {
 		}
 		return fmt.Sprintf("%s; next firing %s", res.Detail, next)
 	})
+}
+
+// seal seals data's secret fields to proxbus's key (--seal-public-key, else the keys bucket).
+// Without a key anywhere data goes as it is, and proxbus refuses it 422 secret_not_sealed
+// naming the fields.
+func (c *scheduleAddCmd) seal(e *cliEnv, data json.RawMessage) (json.RawMessage, error) {
+	if len(seal.PlainSecrets(data)) == 0 {
+		return data, nil
+	}
+	conn, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	key, err := sendTrustFlags{SealPublicKey: c.SealPublicKey}.sealKey(conn.ctx, conn.js, events.NewSubjects(c.SubjectPrefix))
+	switch {
+	case errors.Is(err, seal.ErrNoPublicKey):
+		return data, nil
+	case err != nil:
+		return nil, err
+	}
+	sealed, err := seal.SealData(data, key)
+	if err != nil {
+		return nil, fmt.Errorf("--seal-public-key: %w", err)
+	}
+	return sealed, nil
 }
 
 // scheduleRemoveCmd is `proxbus schedule remove NAME`: it publishes schedule.remove and waits

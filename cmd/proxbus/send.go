@@ -51,6 +51,7 @@ type sendCmd struct {
 	Timeout        time.Duration `name:"timeout" default:"5m" help:"How long to wait for the result."`
 	natsFlags
 	outputFlags
+	sendTrustFlags
 }
 
 // cmdSend runs `proxbus send args` and returns its exit code.
@@ -118,7 +119,12 @@ func (c *sendCmd) run(e *cliEnv) int {
 		return 1
 	}
 	defer conn.Close()
-	pc, err := client.New(conn.js, client.WithSubjectPrefix(*prefix))
+	var prepErr error // sealing or signing refused: nothing was sent
+	pc, err := client.New(conn.js, client.WithSubjectPrefix(*prefix), client.WithPrepare(func(ec events.Command) (events.Command, error) {
+		out, err := c.finish(conn.ctx, conn.js, events.NewSubjects(*prefix), ec, stderr)
+		prepErr = err
+		return out, err
+	}))
 	if err != nil {
 		fmt.Fprintln(stderr, "proxbus send:", err)
 		return 1
@@ -154,6 +160,10 @@ func (c *sendCmd) run(e *cliEnv) int {
 	}
 	if prog != nil {
 		prog.Close()
+	}
+	if prepErr != nil {
+		fmt.Fprintln(stderr, "proxbus send:", prepErr, "(nothing was sent)")
+		return 2
 	}
 	if err != nil {
 		switch {

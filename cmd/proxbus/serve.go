@@ -62,6 +62,7 @@ type serveCmd struct {
 	NetBoxTLSCA               string        `name:"netbox-tls-ca" help:"PEM file of the CAs trusted for NetBox (only these)."`
 	NetBoxTLSInsecure         bool          `name:"netbox-tls-insecure" help:"Do not verify NetBox's certificate (unsafe)."`
 	consoleFlags
+	trustFlags
 }
 
 // Ranges of serve's numeric flags, checked by [serveFlags.config]. AckWait's minimum keeps
@@ -165,6 +166,7 @@ func (c *serveCmd) build(e *cliEnv, secrets [4]string, ui app.Console) (app.Conf
 			ProxboxAPIKey: secrets[2], ResultTimeout: c.ResultTimeout,
 		},
 		Console: ui,
+		Trust:   c.trust(),
 	}, nil
 }
 

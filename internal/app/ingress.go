@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
 	"github.com/proxbus/proxbus/internal/ingress"
 )
@@ -78,13 +79,16 @@ func (i Ingress) check(httpOn bool) (*ingress.Rules, error) {
 
 // mount adds the configured fronts to mux. identityTTL is the store's command identity window
 // (store.Options.DedupeTTL; 0: its default): no webhook older than that is accepted.
-// endpointsChanged, when set, serves the ProxmoxEndpoint webhook (ingress.EndpointsWebhookPath).
-func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration, endpointsChanged func(int64)) error {
+// endpointsChanged, when set, serves the ProxmoxEndpoint webhook (ingress.EndpointsWebhookPath);
+// prepare, when set, finishes every command a front publishes (sealing, signing).
+func (i Ingress) mount(mux *http.ServeMux, rules *ingress.Rules, deps RouteDeps, identityTTL time.Duration, endpointsChanged func(int64),
+	prepare func(events.Command) (events.Command, error)) error {
 	srv, err := ingress.New(ingress.Config{
 		EndpointsChanged: endpointsChanged,
 		JetStream:        deps.JetStream, Subjects: deps.Subjects,
 		WebhookSecret: i.WebhookSecret, Rules: rules, WebhookVerbs: i.WebhookVerbs, FrontAPIKey: i.ProxboxAPIKey,
 		ResultTimeout: i.ResultTimeout, MaxAge: identityTTL, Logger: deps.Logger.With("component", "ingress"),
+		Prepare: prepare,
 	})
 	if err != nil {
 		return err

@@ -31,10 +31,12 @@ import (
 	"github.com/proxbus/proxbus/internal/metrics"
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/presence"
+	"github.com/proxbus/proxbus/internal/producers"
 	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
 	"github.com/proxbus/proxbus/internal/tracing"
+	"github.com/proxbus/proxbus/seal"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -126,6 +128,9 @@ type Config struct {
 	Tracing tracing.Options
 	// Ingress enables the NetBox webhook ingress and the proxbox-api front on the HTTP server.
 	Ingress Ingress
+	// Trust holds the sealing keys and what producers must do (sealed secrets, signed
+	// commands; contract §8, §8a).
+	Trust Trust
 	// Console configures the web console at /ui on the HTTP server (contract §10): who may
 	// get in and how many commands it keeps. With no token and no anonymous access it is
 	// mounted but lets nobody in (and reads no events).
@@ -228,6 +233,14 @@ func Serve(ctx context.Context, cfg Config) error {
 		cfg.Endpoints = eps
 	}
 	rules, err := cfg.Ingress.check(cfg.HTTPAddr != "" || cfg.HTTPListener != nil)
+	if err != nil {
+		return err
+	}
+	opener, err := cfg.Trust.opener()
+	if err != nil {
+		return err
+	}
+	gate, err := producers.New(cfg.Trust.ProducersFile, cfg.Trust.RequireSignedCommands)
 	if err != nil {
 		return err
 	}
@@ -418,6 +431,11 @@ func Serve(ctx context.Context, cfg Config) error {
 			changes, err = consumer.ProvisionWith(ctx, js, ccfg, consumer.ProvisionOptions{})
 			return err
 		})
+		if err == nil && opener != nil { // producers find the current key there
+			if perr := seal.PublishPublicKeys(ctx, js, subjects, opener.Public()); perr != nil {
+				log.Warn("the sealing public key could not be published; producers need it from a file (proxbus keys create)", "err", perr)
+			}
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				log.Info("proxbus stopped while starting")
@@ -448,10 +466,14 @@ func Serve(ctx context.Context, cfg Config) error {
 		Schedules: consumer.Schedules{JS: js, Subjects: subjects},
 		Instance:  cfg.Instance,
 		Logger:    log.With("component", "pipeline"),
+		// A nil *seal.Opener must stay a nil interface: the pipeline tells "no key" by it.
+		Opener:               secretOpener(opener),
+		RequireSealedSecrets: cfg.Trust.RequireSealedSecrets,
 	})
 	if err != nil {
 		return err
 	}
+	ccfg.Middleware = append(ccfg.Middleware, admission(gate, st, pub, log.With("component", "producers")))
 	cons, err := consumer.New(js, ccfg, pipeline, pub)
 	if err != nil {
 		return err
@@ -488,7 +510,11 @@ func Serve(ctx context.Context, cfg Config) error {
 		if set != nil {
 			changed = func(int64) { set.Kick() }
 		}
-		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL, changed); err != nil {
+		prepare, err := cfg.Trust.frontPrepare(opener, time.Now)
+		if err != nil {
+			return err
+		}
+		if err := cfg.Ingress.mount(mux, rules, deps, cfg.Store.DedupeTTL, changed, prepare); err != nil {
 			return err
 		}
 	}

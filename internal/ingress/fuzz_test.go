@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/config"
@@ -58,13 +60,7 @@ var fuzzNow = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 // the handler answers (no panic), never with a 5xx other than 503, and the canary password in
 // the body appears neither in the answer nor in the log.
 func FuzzWebhook(f *testing.F) {
-	n := testenv.StartNATS(f)
-	subjects := events.NewSubjects("proxbus")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := consumer.Provision(ctx, n.JS, consumer.Config{Subjects: subjects}.WithDefaults()); err != nil {
-		f.Fatal(err)
-	}
+	n, subjects, commands := fuzzNATS(f)
 	rules, err := ingress.ParseRules([]byte(fuzzRules))
 	if err != nil {
 		f.Fatal(err)
@@ -79,10 +75,6 @@ func FuzzWebhook(f *testing.F) {
 	}
 	mux := http.NewServeMux()
 	srv.Routes(mux)
-	commands, err := n.JS.Stream(ctx, subjects.CommandsStream())
-	if err != nil {
-		f.Fatal(err)
-	}
 
 	ts := "2026-12-02T09:59:00.123456+00:00"
 	pbs := func(ts, version string) string {
@@ -149,6 +141,24 @@ func FuzzWebhook(f *testing.F) {
 			t.Errorf("the log holds the canary: %s", logged)
 		}
 	})
+}
+
+// fuzzNATS starts NATS with the proxbus streams for a fuzz target and returns the commands
+// stream, which the target purges to stay below its limits.
+func fuzzNATS(f *testing.F) (*testenv.NATS, events.Subjects, jetstream.Stream) {
+	f.Helper()
+	n := testenv.StartNATS(f)
+	subjects := events.NewSubjects("proxbus")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := consumer.Provision(ctx, n.JS, consumer.Config{Subjects: subjects}.WithDefaults()); err != nil {
+		f.Fatal(err)
+	}
+	commands, err := n.JS.Stream(ctx, subjects.CommandsStream())
+	if err != nil {
+		f.Fatal(err)
+	}
+	return n, subjects, commands
 }
 
 // FuzzParseRules feeds the rules-file loader whatever the fuzzer makes: it never panics (the

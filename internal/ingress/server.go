@@ -96,6 +96,10 @@ type Config struct {
 	// Logger receives one line per accepted or refused request, never a body value (default:
 	// discard).
 	Logger *slog.Logger
+	// Prepare (optional) finishes each command the fronts make before it is published: it
+	// seals its secret fields and signs it with the fronts' own key (contract §8, §8a), a
+	// structured CloudEvent forwarded from a webhook included (re-encoded in structured mode).
+	Prepare func(events.Command) (events.Command, error)
 }
 
 // Server serves the webhook ingress and the proxbox-api front. It is safe for concurrent use.
@@ -148,7 +152,11 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	// One publish, with JetStream's own retries: NetBox retries a webhook that got no answer.
-	pc, err := client.New(cfg.JetStream, client.WithSubjectPrefix(cfg.Subjects.Prefix), client.WithPublishRetry(false))
+	opts := []client.Option{client.WithSubjectPrefix(cfg.Subjects.Prefix), client.WithPublishRetry(false)}
+	if cfg.Prepare != nil {
+		opts = append(opts, client.WithPrepare(cfg.Prepare))
+	}
+	pc, err := client.New(cfg.JetStream, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("ingress: %w", err)
 	}

@@ -10,10 +10,13 @@ package redact
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"regexp"
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"filippo.io/age/armor"
 )
 
 // Placeholder replaces every redacted value.
@@ -48,7 +51,9 @@ func JSON(doc []byte) []byte {
 }
 
 // Value returns a copy of a decoded JSON value (maps, slices, scalars as produced by
-// encoding/json) with every secret-named key's value replaced by [Placeholder].
+// encoding/json) with every secret-named key's value replaced by [Placeholder], except a
+// sealed one ({"sealed": "<armored age ciphertext>"}, package seal), which is only ciphertext
+// and is kept so that a dead letter can be replayed.
 func Value(v any) any {
 	switch t := v.(type) {
 	case map[string]any:
@@ -56,6 +61,9 @@ func Value(v any) any {
 		for k, val := range t {
 			if IsSecretName(k) {
 				out[k] = Placeholder
+				if isSealed(val) {
+					out[k] = val
+				}
 				continue
 			}
 			out[k] = Value(val)
@@ -71,6 +79,25 @@ func Value(v any) any {
 		return v
 	}
 }
+
+// isSealed reports whether v is a sealed value: an object whose one member "sealed" is an
+// armored age ciphertext that decodes to an age file (its header line first), so that no
+// other text passes as one.
+func isSealed(v any) bool {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) != 1 {
+		return false
+	}
+	s, ok := m["sealed"].(string)
+	if !ok || len(s) > maxSealed || !strings.HasPrefix(strings.TrimLeft(s, " \t\r\n"), armor.Header) {
+		return false
+	}
+	raw, err := io.ReadAll(armor.NewReader(strings.NewReader(s)))
+	return err == nil && bytes.HasPrefix(raw, []byte("age-encryption.org/v1\n"))
+}
+
+// maxSealed bounds the sealed values kept (seal.MaxSealedBytes).
+const maxSealed = 16 << 10
 
 // Strip returns a copy of a decoded JSON value with every secret-named key removed. It is what
 // request fingerprints are computed over, so a secret never reaches a hash either.

@@ -1,6 +1,7 @@
 package redact_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -244,6 +245,36 @@ func TestValues(t *testing.T) {
 			t.Parallel()
 			if got := redact.Values(tt.in, tt.secrets...); got != tt.want {
 				t.Errorf("Values(%q, %q) = %q, want %q", tt.in, tt.secrets, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestValueKeepsSealedSecrets: a sealed secret (package seal) is only ciphertext and is kept,
+// so a dead letter of a sealed command can be replayed; anything merely shaped like one is
+// redacted.
+func TestValueKeepsSealedSecrets(t *testing.T) {
+	t.Parallel()
+	// an age file's armor: the header line of a real age file, then nothing of value
+	armored := "-----BEGIN AGE ENCRYPTED FILE-----\n" +
+		base64.StdEncoding.EncodeToString([]byte("age-encryption.org/v1\n-> X25519 abc\nxyz\n--- mac\n")) +
+		"\n-----END AGE ENCRYPTED FILE-----\n"
+	tests := []struct {
+		name string
+		val  any
+		kept bool
+	}{
+		{"sealed", map[string]any{"sealed": armored}, true},
+		{"plain text in the armor", map[string]any{"sealed": "-----BEGIN AGE ENCRYPTED FILE-----\nhunter2\n-----END AGE ENCRYPTED FILE-----\n"}, false},
+		{"another member beside it", map[string]any{"sealed": armored, "plain": "hunter2"}, false},
+		{"a plain string", "hunter2", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := redact.Value(map[string]any{"password": tt.val}).(map[string]any)["password"]
+			if kept := got != redact.Placeholder; kept != tt.kept {
+				t.Errorf("kept = %v, want %v (%v)", kept, tt.kept, got)
 			}
 		})
 	}
