@@ -133,12 +133,12 @@ func demoTour(run string, image DemoImage) []demoCase {
 			data:       fmt.Sprintf(`{"source":{"image":{"url":%q,"checksum":%q,"checksum_algorithm":"sha256"}},"new_vmid":311,"new_name":"demo-311","target_node":"pve2","storage":"local-lvm"}`, image.URL, image.SHA256),
 			wantStatus: 201, wantResult: "created"},
 		{title: "provision a container from the Debian template: nesting, a root password, two NICs, started", verb: "ct.provision", endpoint: 1,
-			data: `{"new_vmid":320,"hostname":"demo-ct-320","target_node":"pve2","ostemplate":"local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",` +
+			data: `{"new_vmid":330,"hostname":"demo-ct-330","target_node":"pve2","ostemplate":"local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",` +
 				`"storage":"local-lvm","rootfs_gb":8,"memory_mb":1024,"nesting":true,"password":"demo-ct-secret","ssh_keys":["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDemo demo@proxbus"],` +
 				`"net":[{"index":0,"bridge":"vmbr0","ip":"dhcp"},{"index":1,"bridge":"vmbr1","vlan_tag":20,"ip":"10.20.0.50/24","gw":"10.20.0.1"}]}`,
 			wantStatus: 201, wantResult: "created"},
 		{title: "a container from a template the node does not have", verb: "ct.provision", endpoint: 1,
-			data:       `{"new_vmid":321,"hostname":"demo-ct-321","target_node":"pve2","ostemplate":"local:vztmpl/alpine-3.20-default_20240908_amd64.tar.xz","storage":"local-lvm","rootfs_gb":2}`,
+			data:       `{"new_vmid":331,"hostname":"demo-ct-331","target_node":"pve2","ostemplate":"local:vztmpl/alpine-3.20-default_20240908_amd64.tar.xz","storage":"local-lvm","rootfs_gb":2}`,
 			wantStatus: 404, wantResult: "refused", wantReason: "template_not_found"},
 		{title: "extra NICs while the cloud network is enforced", verb: "vm.provision", endpoint: 1,
 			data:       `{"source":{"template_vmid":9000},"new_vmid":312,"new_name":"demo-312","target_node":"pve1","enforce_cloud_network":true,"extra_networks":[{"index":1,"bridge":"vmbr1"}]}`,
