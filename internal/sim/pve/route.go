@@ -41,6 +41,7 @@ func (s *Server) endpoints() map[string]endpoint {
 		"GET /version":           {perm: anyone, fn: s.getVersion},
 		"GET /nodes":             {perm: anyone, fn: s.getNodes},
 		"GET /cluster/resources": {perm: anyone, fn: s.getClusterResources},
+		"GET /cluster/tasks":     {perm: anyone, fn: s.getClusterTasks},
 		"GET /storage":           {perm: anyone, fn: s.getStorages},
 		"GET /storage/{storage}": {
 			perm: func(c *call) (string, string) { return "/storage/" + c.r.PathValue("storage"), privAllocate },
