@@ -47,7 +47,14 @@ func byStartDesc(a, b *task) int {
 // their number of its ended ones, each part newest start first (active_workers). Server.mu is
 // held.
 func (s *Server) nodeActive(node string) []*task {
-	var running, ended []*task
+	running, ended := s.nodeTasks(node)
+	slices.SortFunc(running, byStartDesc)
+	slices.SortFunc(ended, byStartDesc)
+	return append(running, ended[:min(len(ended), max(activeMaxFinished-len(running), 0))]...)
+}
+
+// nodeTasks is node's running and ended tasks, in start order. Server.mu is held.
+func (s *Server) nodeTasks(node string) (running, ended []*task) {
 	for _, t := range s.state.tasks {
 		switch {
 		case t.node != node:
@@ -57,9 +64,7 @@ func (s *Server) nodeActive(node string) []*task {
 			running = append(running, t)
 		}
 	}
-	slices.SortFunc(running, byStartDesc)
-	slices.SortFunc(ended, byStartDesc)
-	return append(running, ended[:min(len(ended), max(activeMaxFinished-len(running), 0))]...)
+	return running, ended
 }
 
 // getClusterTasks is GET /cluster/tasks (pve-manager PVE/API2/Cluster.pm, tasks): every
@@ -145,16 +150,7 @@ func (s *Server) getNodeTasks(c *call) answer {
 			limit--
 		}
 	}
-	var running, ended []*task
-	for _, t := range s.state.tasks {
-		switch {
-		case t.node != node:
-		case t.done:
-			ended = append(ended, t)
-		default:
-			running = append(running, t)
-		}
-	}
+	running, ended := s.nodeTasks(node)
 	if source == "active" || source == "all" {
 		slices.SortFunc(running, byStartDesc)
 		for _, t := range running {
