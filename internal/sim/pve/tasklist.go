@@ -43,14 +43,34 @@ func byStartDesc(a, b *task) int {
 	return strings.Compare(b.upid, a.upid)
 }
 
-// nodeActive is node's active list: its running tasks and then up to activeMaxFinished minus
-// their number of its ended ones, each part newest start first (active_workers). Server.mu is
-// held.
+// nodeActive rewrites node's active file and returns it, as active_workers does at each task's
+// start and end: the tasks the file held and those started since, running ones first, then up
+// to activeMaxFinished minus their number of the ended ones, each part newest start first. An
+// ended task the file drops never comes back. Server.mu is held.
 func (s *Server) nodeActive(node string) []*task {
-	running, ended := s.nodeTasks(node)
+	if s.state.active == nil {
+		s.state.active = map[string][]*task{}
+	}
+	file := s.state.active[node]
+	for _, t := range s.state.tasks {
+		if t.node == node && !t.listed {
+			t.listed = true
+			file = append(file, t)
+		}
+	}
+	var running, ended []*task
+	for _, t := range file {
+		if t.done {
+			ended = append(ended, t)
+		} else {
+			running = append(running, t)
+		}
+	}
 	slices.SortFunc(running, byStartDesc)
 	slices.SortFunc(ended, byStartDesc)
-	return append(running, ended[:min(len(ended), max(activeMaxFinished-len(running), 0))]...)
+	file = append(running, ended[:min(len(ended), max(activeMaxFinished-len(running), 0))]...)
+	s.state.active[node] = file
+	return file
 }
 
 // nodeTasks is node's running and ended tasks, in start order. Server.mu is held.
