@@ -29,6 +29,7 @@ import (
 	"github.com/proxbus/proxbus/internal/netbox"
 	"github.com/proxbus/proxbus/internal/presence"
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/pvewatch"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
 	"github.com/proxbus/proxbus/internal/tracing"
@@ -67,6 +68,15 @@ type Config struct {
 	// TaskPollInterval, when set, is a fixed interval between a Proxmox task's status polls
 	// (its log is then read at every poll); zero: the adaptive curve (proxmox.WaitTask).
 	TaskPollInterval time.Duration
+	// TaskWatch tunes the watch of each endpoint (contract §3a): its intervals and how often
+	// guests are read; zero fields take proxmox.WatchConfig's defaults.
+	TaskWatch proxmox.WatchConfig
+	// NoTaskWatch turns the watch off: no Proxmox events are published and every command
+	// polls its own task's status (the behaviour before the watch; benchmarks compare both).
+	NoTaskWatch bool
+	// PVEWebhookSecret, when set, mounts POST /webhooks/proxmox on the HTTP server for PVE's
+	// webhook notification target, which must send it in the X-Proxbus-Secret header.
+	PVEWebhookSecret string
 
 	// Consumer configures the streams and the durable consumer (concurrency, MaxAckPending,
 	// AckWait, replicas); its Subjects name every subject and stream proxbus uses (zero: the
@@ -416,6 +426,11 @@ func Serve(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	publishPVE := func(ctx context.Context, m *nats.Msg) error { _, err := js.PublishMsg(ctx, m); return err }
+	if cfg.PVEWebhookSecret != "" {
+		mux.Handle("POST "+pvewatch.WebhookPath, &pvewatch.Webhook{Secret: cfg.PVEWebhookSecret, Endpoints: clients.IDs(),
+			Emitter: events.NewEmitter(subjects, cfg.Instance), Publish: publishPVE, Logger: log.With("component", "pve-webhook")})
+	}
 	if cfg.Routes != nil {
 		cfg.Routes(mux, deps)
 	}
@@ -455,6 +470,9 @@ func Serve(ctx context.Context, cfg Config) error {
 		}()
 	}
 	wg.Go(func() { pipeline.WatchGuards(repairCtx) })
+	if !cfg.NoTaskWatch { // until the drain is over: commands still in flight wait on it
+		wg.Go(func() { pvewatch.Run(repairCtx, pvewatchConfig(cfg, clients, subjects, publishPVE, log)) })
+	}
 	wg.Go(func() { // the clients that work on the store check that a replica serves its prefix
 		presence.Run(repairCtx, rdb, cmp.Or(cfg.Store.Prefix, store.DefaultPrefix), cfg.Instance, func(err error) {
 			log.Warn("could not announce this replica in Redis", "err", err)
@@ -471,6 +489,17 @@ func Serve(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("proxbus stopped")
 	return runErr
+}
+
+// pvewatchConfig is the configuration of the watch of every endpoint.
+func pvewatchConfig(cfg Config, clients *proxmox.Clients, subjects events.Subjects, publish pvewatch.Publish, log *slog.Logger) pvewatch.Config {
+	out := pvewatch.Config{Emitter: events.NewEmitter(subjects, cfg.Instance), Publish: publish, Watch: cfg.TaskWatch,
+		Logger: log.With("component", "pve-watch")}
+	for _, id := range clients.IDs() {
+		c, _ := clients.Get(id)
+		out.Clients = append(out.Clients, c)
+	}
+	return out
 }
 
 // pipelineSettings are s with what serve derives from the consumer's concurrency: unless set, a
@@ -490,6 +519,7 @@ func (c Config) baseSecrets() []string {
 	secrets = append(secrets, URLPasswords(c.RedisURL)...)
 	secrets = append(secrets, c.Security.RedisSentinelPassword)
 	secrets = append(secrets, c.Console.secrets()...)
+	secrets = append(secrets, c.PVEWebhookSecret)
 	return append(secrets, c.Ingress.secrets()...)
 }
 

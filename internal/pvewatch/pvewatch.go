@@ -1,0 +1,110 @@
+// Package pvewatch publishes Proxmox's own events (contract §3a): it runs the watch of every
+// endpoint ([proxmox.Client.Watch]), which also wakes the commands waiting for tasks, and
+// publishes the tasks and guest changes it sees; and it receives the notifications of a PVE
+// webhook target ([Webhook]).
+package pvewatch
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/proxmox"
+)
+
+// Publish stores one event on its stream (JetStream deduplicates it by its Nats-Msg-Id).
+type Publish func(ctx context.Context, m *nats.Msg) error
+
+// Config configures [Run].
+type Config struct {
+	// Clients are the endpoints to watch, one watch each.
+	Clients []*proxmox.Client
+	// Emitter builds the events; Publish stores them.
+	Emitter events.Emitter
+	Publish Publish
+	// Watch sets the intervals of every watch (its callbacks are Run's).
+	Watch proxmox.WatchConfig
+	// Logger receives failed publications (warn); nil discards.
+	Logger *slog.Logger
+}
+
+// queueSize is how many events of one endpoint wait for publication at most; beyond that
+// the newest are dropped with a warning, so a slow stream never stalls the watch.
+const queueSize = 4096
+
+// Run watches every client until ctx ends and publishes what the watches see; it returns when
+// every watch and publisher has stopped.
+func Run(ctx context.Context, cfg Config) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var wg sync.WaitGroup
+	for _, c := range cfg.Clients {
+		ep := c.Endpoint().ID
+		q := make(chan *nats.Msg, queueSize)
+		enqueue := func(p events.PVEPayload) {
+			m, err := cfg.Emitter.PVEEvent(p)
+			if err != nil {
+				log.Warn("Proxmox event not built", "endpoint_id", ep, "err", err)
+				return
+			}
+			select {
+			case q <- m:
+			default:
+				log.Warn("Proxmox event dropped: the publication queue is full", "endpoint_id", ep, "subject", m.Subject)
+			}
+		}
+		wcfg := cfg.Watch
+		wcfg.OnTask = func(t proxmox.Task) { enqueue(TaskEvent(ep, t)) }
+		wcfg.OnGuest = func(g proxmox.GuestChange) { enqueue(GuestEvent(ep, g)) }
+		watchCtx, stop := context.WithCancel(ctx)
+		wg.Go(func() {
+			defer stop()
+			_ = c.Watch(watchCtx, wcfg)
+		})
+		wg.Go(func() {
+			for {
+				select {
+				case <-watchCtx.Done():
+					return
+				case m := <-q:
+					if err := cfg.Publish(watchCtx, m); err != nil && watchCtx.Err() == nil {
+						log.Warn("Proxmox event not published", "endpoint_id", ep, "subject", m.Subject, "err", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// TaskEvent is the event data of task t of endpoint ep.
+func TaskEvent(ep int64, t proxmox.Task) events.PVETask {
+	e := events.PVETask{EndpointID: ep, Node: t.Node, UPID: t.UPID, Type: t.Type, VMID: t.VMID(), User: t.User,
+		Status: events.PVETaskRunning, StartedAt: t.StartTime, ByProxbus: t.ByProxbus, CommandID: t.CommandID}
+	if !t.Running {
+		end := t.EndTime
+		e.EndedAt, e.ExitStatus, e.Status = &end, t.ExitStatus, events.PVETaskOK
+		if !t.OK() {
+			e.Status = events.PVETaskError
+		}
+	}
+	return e
+}
+
+// GuestEvent is the event data of guest change g of endpoint ep.
+func GuestEvent(ep int64, g proxmox.GuestChange) events.PVEGuest {
+	return events.PVEGuest{EndpointID: ep, VMID: g.VMID, Name: g.Name, Node: g.Node, Type: g.Type, Change: g.Change,
+		From: g.From, To: g.To, At: g.At, Key: g.UPID}
+}
+
+// endpointParam names the webhook's query parameter carrying the endpoint's id.
+const endpointParam = "endpoint_id"
+
+// formatID renders an endpoint id.
+func formatID(id int64) string { return strconv.FormatInt(id, 10) }
