@@ -60,6 +60,8 @@ type serveCmd struct {
 	RedisSentinelPasswordFile string        `name:"redis-sentinel-password-file" help:"File holding the password of the Redis Sentinels (instead of --redis-sentinel-password)."`
 	NetBoxTLSCA               string        `name:"netbox-tls-ca" help:"PEM file of the CAs trusted for NetBox (only these)."`
 	NetBoxTLSInsecure         bool          `name:"netbox-tls-insecure" help:"Do not verify NetBox's certificate (unsafe)."`
+	PVEWebhookSecret          string        `name:"pve-webhook-secret" help:"Secret of PVE's webhook notification target: enables POST /webhooks/proxmox?endpoint_id=N (X-Proxbus-Secret header; needs --http-addr; docs/operations.md)."`
+	NoTaskWatch               bool          `name:"no-task-watch" help:"Do not watch the endpoints: no Proxmox events (task, guest) are published and each command polls its own task's status."`
 	consoleFlags
 }
 
@@ -156,6 +158,7 @@ func (c *serveCmd) build(e *cliEnv, secrets [4]string, ui app.Console) (app.Conf
 			MinReplicas: minReplicas, ReplicaTimeout: c.RedisReplicaTimeout},
 		Pipeline:    handlers.Settings{MaxAttempts: c.MaxAttempts, CommandMaxAge: c.CommandMaxAge},
 		NoProvision: c.NoProvision, LogHandler: h, Security: sec, HTTPAddr: c.HTTPAddr,
+		PVEWebhookSecret: c.PVEWebhookSecret, NoTaskWatch: c.NoTaskWatch,
 		Ingress: app.Ingress{
 			WebhookSecret: secrets[1], WebhookRulesFile: c.WebhookRules, WebhookVerbs: verbList(c.WebhookVerbs),
 			ProxboxAPIKey: secrets[2], ResultTimeout: c.ResultTimeout,
