@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
@@ -471,7 +472,17 @@ func Serve(ctx context.Context, cfg Config) error {
 	}
 	wg.Go(func() { pipeline.WatchGuards(repairCtx) })
 	if !cfg.NoTaskWatch { // until the drain is over: commands still in flight wait on it
-		wg.Go(func() { pvewatch.Run(repairCtx, pvewatchConfig(cfg, clients, subjects, publishPVE, log)) })
+		pcfg := pvewatchConfig(cfg, clients, subjects, publishPVE, log)
+		pcfg.Subscribe = func(subject string, fn func(*nats.Msg)) (func(), error) {
+			sub, err := nc.Subscribe(subject, fn)
+			if err != nil {
+				return nil, err
+			}
+			return func() { _ = sub.Unsubscribe() }, nil
+		}
+		prefix := cmp.Or(cfg.Store.Prefix, store.DefaultPrefix)
+		pcfg.Replicas = func(ctx context.Context) (int, error) { return liveReplicas(ctx, rdb, prefix) }
+		wg.Go(func() { pvewatch.Run(repairCtx, pcfg) })
 	}
 	wg.Go(func() { // the clients that work on the store check that a replica serves its prefix
 		presence.Run(repairCtx, rdb, cmp.Or(cfg.Store.Prefix, store.DefaultPrefix), cfg.Instance, func(err error) {
@@ -500,6 +511,21 @@ func pvewatchConfig(cfg Config, clients *proxmox.Clients, subjects events.Subjec
 		out.Clients = append(out.Clients, c)
 	}
 	return out
+}
+
+// liveReplicas counts the replicas that announced prefix within presence.Live.
+func liveReplicas(ctx context.Context, rdb redis.Cmdable, prefix string) (int, error) {
+	rs, err := presence.Replicas(ctx, rdb, prefix)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range rs {
+		if time.Since(r.LastSeen) <= presence.Live {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // pipelineSettings are s with what serve derives from the consumer's concurrency: unless set, a

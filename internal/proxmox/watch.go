@@ -101,6 +101,11 @@ type WatchConfig struct {
 	// Resources is the least time between two reads of /cluster/resources (default
 	// DefaultWatchResources); negative: guests are not watched.
 	Resources time.Duration
+	// Sharers, when set, is how many watches of the same endpoint (one per replica) share
+	// what they see: each replica wakes its waiters from the task ends the others publish
+	// ([Client.TaskEnded]), so each watch runs its rounds that many times further apart and
+	// together they look as often as one would. nil or below 1: 1.
+	Sharers func() int
 	// OnTask is called with every task at its start (Running) and its end, oldest start
 	// first; OnGuest with every guest change. Both run on the watch's goroutine and must
 	// return quickly. Tasks that ended before the watch began are not reported.
@@ -161,8 +166,9 @@ type taskWait struct {
 // watch. The cost to the cluster is one request per round, whatever the tasks in flight.
 //
 // While it runs, [Client.WaitTask] waits on it instead of polling the task's status, and reads
-// a waited task's log for progress (under [WithTaskProgress]) only after WatchLogEvery, and
-// then at most every WatchLogEvery. A failed read is logged and retried next round.
+// a waited task's log for progress (under [WithTaskProgress]) only when its worker type
+// reports progress (backups, migrations, disk moves, downloads, clones, restores), first after
+// WatchLogEvery and then at most every WatchLogEvery. A failed read is logged and retried next round.
 func (c *Client) Watch(ctx context.Context, cfg WatchConfig) error {
 	if cfg.Busy <= 0 {
 		cfg.Busy = DefaultWatchBusy
@@ -192,7 +198,7 @@ func (c *Client) Watch(ctx context.Context, cfg WatchConfig) error {
 		case <-w.kick:
 			// a wait came: the next round is a busy interval after this one began
 			t.Stop()
-			t = time.NewTimer(time.Until(began.Add(cfg.Busy)))
+			t = time.NewTimer(time.Until(began.Add(w.scaled(cfg.Busy))))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -210,9 +216,17 @@ func (w *watcher) interval() time.Duration {
 	waited := len(w.waits) > 0
 	w.mu.Unlock()
 	if waited || len(w.running) > 0 {
-		return w.cfg.Busy
+		return w.scaled(w.cfg.Busy)
 	}
-	return w.cfg.Idle
+	return w.scaled(w.cfg.Idle)
+}
+
+// scaled is d times the watches sharing the endpoint.
+func (w *watcher) scaled(d time.Duration) time.Duration {
+	if w.cfg.Sharers == nil {
+		return d
+	}
+	return d * time.Duration(max(w.cfg.Sharers(), 1))
 }
 
 // stop wakes every waiter with "watch stopped": they go on polling.
@@ -286,7 +300,7 @@ func (w *watcher) pass(ctx context.Context) {
 	if err := w.tasks(ctx); err != nil {
 		w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: tasks not read", slog.String("err", err.Error()))
 	}
-	if w.cfg.Resources > 0 && time.Since(w.guestsAt) >= w.cfg.Resources {
+	if w.cfg.Resources > 0 && time.Since(w.guestsAt) >= w.scaled(w.cfg.Resources) {
 		if err := w.readGuests(ctx); err != nil {
 			w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: guests not read", slog.String("err", err.Error()))
 		}
@@ -552,6 +566,23 @@ func guestChanges(a, b ClusterResource, at time.Time) []GuestChange {
 // commandKey carries the id of the command a context works for.
 type commandKey struct{}
 
+// TaskEnded tells c's running watch (if any) that t ended, as another replica's watch saw it:
+// the commands waiting for it are woken at once. The watch still reports t itself when it
+// sees it. t must have ended (Running false).
+func (c *Client) TaskEnded(t Task) {
+	if w := c.watching(); w != nil && !t.Running {
+		w.wake(t)
+	}
+}
+
+// progressTypes are the worker types whose logs report progress (tasklog.go): only their
+// logs are read while a watched task is waited for.
+var progressTypes = map[string]bool{
+	BackupTaskType: true, MigrateTaskQEMU: true, MigrateTaskLXC: true,
+	"qmmove": true, "move_volume": true, "download": true, "qmclone": true, "vzclone": true,
+	"qmrestore": true, "vzrestore": true, "imgcopy": true, "qmimport": true,
+}
+
 // WithCommandID returns a context under which the tasks this package starts or waits for are
 // attributed to command id ([Task].CommandID) by a running [Client.Watch].
 func WithCommandID(ctx context.Context, id string) context.Context {
@@ -574,7 +605,7 @@ func (c *Client) waitWatched(ctx context.Context, w *watcher, node, upid string)
 	}
 	var tl *taskLog
 	var logTick <-chan time.Time
-	if hook != nil {
+	if u, err := ParseUPID(upid); hook != nil && (err != nil || progressTypes[u.Type]) {
 		tl = newTaskLog(node, upid)
 		tick := time.NewTicker(logEvery)
 		defer tick.Stop()

@@ -238,3 +238,35 @@ func TestWatchReportsGuestChanges(t *testing.T) {
 		return started && paused
 	})
 }
+
+// TestTaskEndedWakes pins the sharing of watches between replicas: a task end another
+// replica's watch saw (TaskEnded) wakes this replica's waiter although its own watch has not
+// looked again, and a failed end comes back as the task's error.
+func TestTaskEndedWakes(t *testing.T) {
+	t.Parallel()
+	sim, c := guestSim(t, time.Hour)
+	first := sim.StartTask(simpve.HandTask{Node: "pve1", Type: "srvreload"})
+	l := runWatch(t, c, proxmox.WatchConfig{Busy: time.Hour, Idle: time.Hour, Resources: -1})
+	l.waitFor(t, "the watch's first round", func(ts []proxmox.Task, _ []proxmox.GuestChange) bool { return len(ts) > 0 && ts[0].UPID == first })
+	for _, tc := range []struct {
+		exit string
+		ok   bool
+	}{{"OK", true}, {"migration aborted", false}} {
+		upid := sim.StartTask(simpve.HandTask{Node: "pve2", Type: "qmigrate"})
+		done := make(chan error, 1)
+		go func() { done <- c.WaitTask(testCtx(t), "pve2", upid) }()
+		// the wait is registered once the watch holds it: TaskEnded before that would be lost,
+		// so it is repeated until the waiter returns
+		for woken := false; !woken; {
+			c.TaskEnded(proxmox.Task{UPID: upid, Node: "pve2", ExitStatus: tc.exit})
+			select {
+			case err := <-done:
+				woken = true
+				if (err == nil) != tc.ok {
+					t.Errorf("exit %q: WaitTask = %v", tc.exit, err)
+				}
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+}

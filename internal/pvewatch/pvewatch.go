@@ -6,9 +6,13 @@ package pvewatch
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -28,9 +32,21 @@ type Config struct {
 	Publish Publish
 	// Watch sets the intervals of every watch (its callbacks are Run's).
 	Watch proxmox.WatchConfig
+	// Subscribe, when set, subscribes fn to subject until the returned function is called;
+	// Run subscribes to every endpoint's task events and wakes this replica's commands waiting
+	// for a task whose end another replica published.
+	Subscribe func(subject string, fn func(*nats.Msg)) (unsubscribe func(), err error)
+	// Replicas, when set, counts the replicas serving (each watching every endpoint); with
+	// Subscribe set, the watches share the endpoint: each looks Replicas times less often
+	// (proxmox.WatchConfig.Sharers), together as often as one. It is asked every
+	// ReplicasEvery; a failure keeps the last count.
+	Replicas func(context.Context) (int, error)
 	// Logger receives failed publications (warn); nil discards.
 	Logger *slog.Logger
 }
+
+// ReplicasEvery is how often [Config.Replicas] is asked.
+const ReplicasEvery = 15 * time.Second
 
 // queueSize is how many events of one endpoint wait for publication at most; beyond that
 // the newest are dropped with a warning, so a slow stream never stalls the watch.
@@ -44,6 +60,25 @@ func Run(ctx context.Context, cfg Config) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	var wg sync.WaitGroup
+	byID := make(map[int64]*proxmox.Client, len(cfg.Clients))
+	for _, c := range cfg.Clients {
+		byID[c.Endpoint().ID] = c
+	}
+	var sharers atomic.Int64
+	sharers.Store(1)
+	if cfg.Subscribe != nil {
+		unsub, err := cfg.Subscribe(pveTaskFilter(cfg.Emitter.Subjects), func(m *nats.Msg) {
+			wakeFrom(byID, m)
+		})
+		if err != nil {
+			log.Warn("task events of other replicas not followed: each replica watches alone", "err", err)
+		} else {
+			defer unsub()
+			if cfg.Replicas != nil {
+				wg.Go(func() { countReplicas(ctx, cfg.Replicas, &sharers) })
+			}
+		}
+	}
 	for _, c := range cfg.Clients {
 		ep := c.Endpoint().ID
 		q := make(chan *nats.Msg, queueSize)
@@ -60,6 +95,7 @@ func Run(ctx context.Context, cfg Config) {
 			}
 		}
 		wcfg := cfg.Watch
+		wcfg.Sharers = func() int { return int(sharers.Load()) }
 		wcfg.OnTask = func(t proxmox.Task) { enqueue(TaskEvent(ep, t)) }
 		wcfg.OnGuest = func(g proxmox.GuestChange) { enqueue(GuestEvent(ep, g)) }
 		watchCtx, stop := context.WithCancel(ctx)
@@ -81,6 +117,40 @@ func Run(ctx context.Context, cfg Config) {
 		})
 	}
 	wg.Wait()
+}
+
+// pveTaskFilter matches every endpoint's task events, "proxbus.evt.pve.*.task".
+func pveTaskFilter(s events.Subjects) string {
+	return strings.Replace(s.PVE(0, events.PVEKindTask), ".pve.0.", ".pve.*.", 1)
+}
+
+// wakeFrom wakes the waiters of the task whose end m (a task event) reports.
+func wakeFrom(byID map[int64]*proxmox.Client, m *nats.Msg) {
+	var ev struct {
+		Data events.PVETask `json:"data"`
+	}
+	if json.Unmarshal(m.Data, &ev) != nil || ev.Data.Status == events.PVETaskRunning {
+		return
+	}
+	if c, ok := byID[ev.Data.EndpointID]; ok {
+		c.TaskEnded(proxmox.Task{UPID: ev.Data.UPID, Node: ev.Data.Node, Type: ev.Data.Type, ExitStatus: ev.Data.ExitStatus})
+	}
+}
+
+// countReplicas keeps n at the number of replicas until ctx ends.
+func countReplicas(ctx context.Context, count func(context.Context) (int, error), n *atomic.Int64) {
+	for {
+		if k, err := count(ctx); err == nil && k > 0 {
+			n.Store(int64(k))
+		}
+		t := time.NewTimer(ReplicasEvery)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // TaskEvent is the event data of task t of endpoint ep.

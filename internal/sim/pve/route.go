@@ -161,7 +161,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIU
 	s.mu.Lock()
 	a := s.handle(r, use, ep, path, decoded, perr)
 	dropped := s.takeDrop(r.Method, use, path)
-	rec := RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped}
+	rec := RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped, At: time.Now()}
 	if use != nil {
 		rec.Route = use.Path
 	}
