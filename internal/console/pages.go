@@ -21,7 +21,7 @@ import (
 )
 
 // pageNames are the templates under templates/, each parsed with layout.html.
-var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "replicas"}
+var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "replicas", "proxmox"}
 
 // parsePages parses every page with the layout and the shared fragments.
 func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {
