@@ -140,6 +140,7 @@ type watcher struct {
 	running  map[string]Task // tasks seen running
 	ended    map[string]int  // tasks whose end was reported → the round that saw it
 	held     map[string]bool // our tasks whose start (UPID) or end (UPID/end) waits a round for its command id
+	lost     map[string]int  // running tasks neither listed nor indexed → rounds so
 	round    int
 	guests   map[int64]ClusterResource
 	guestsAt time.Time
@@ -179,7 +180,7 @@ func (c *Client) Watch(ctx context.Context, cfg WatchConfig) error {
 	cfg.Idle = cmp.Or(max(cfg.Idle, 0), DefaultWatchIdle)
 	cfg.Resources = cmp.Or(cfg.Resources, DefaultWatchResources)
 	w := &watcher{c: c, cfg: cfg, waits: map[string]*taskWait{}, cmds: map[string]string{}, kick: make(chan struct{}, 1),
-		first: true, running: map[string]Task{}, ended: map[string]int{}, held: map[string]bool{}}
+		first: true, running: map[string]Task{}, ended: map[string]int{}, held: map[string]bool{}, lost: map[string]int{}}
 	if c.watch == nil || !c.watch.CompareAndSwap(nil, w) {
 		return ErrWatching
 	}
@@ -341,6 +342,16 @@ func (w *watcher) tasks(ctx context.Context) error {
 	for node, from := range since {
 		if err := w.archive(ctx, node, from); err != nil {
 			w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: task index not read", slog.String("node", node), slog.String("err", err.Error()))
+			continue
+		}
+		// a task neither listed nor indexed (the index rotated) is given up after a few rounds
+		for upid, t := range w.running {
+			if t.Node == node && !listed[upid] {
+				if w.lost[upid]++; w.lost[upid] >= watchLostRounds {
+					delete(w.running, upid)
+					delete(w.lost, upid)
+				}
+			}
 		}
 	}
 	for upid, r := range w.ended {
@@ -386,11 +397,13 @@ func (w *watcher) seen(t Task) {
 	}
 	_, known := w.running[t.UPID]
 	if t.ByProxbus && t.CommandID == "" && !w.held[t.UPID+"/end"] && !w.first {
-		w.held[t.UPID+"/end"] = true // as for its start
+		w.held[t.UPID+"/end"] = true // its report waits as its start's did; its waiters do not
+		w.wake(t)
 		return
 	}
 	w.ended[t.UPID] = w.round
 	delete(w.running, t.UPID)
+	delete(w.lost, t.UPID)
 	delete(w.held, t.UPID)
 	delete(w.held, t.UPID+"/end")
 	w.mu.Lock()
@@ -444,6 +457,10 @@ func (w *watcher) archive(ctx context.Context, node string, since time.Time) err
 	}
 	return nil
 }
+
+// watchLostRounds is how many rounds a running task may be missing from both the list and its
+// node's index before the watch forgets it.
+const watchLostRounds = 5
 
 // A node's task index is read in pages of watchIndexPage tasks (PVE's limit 0 lists none),
 // at most watchIndexPages of them per round.
