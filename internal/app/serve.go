@@ -480,6 +480,7 @@ func Serve(ctx context.Context, cfg Config) error {
 			}
 			return func() { _ = sub.Unsubscribe() }, nil
 		}
+		pcfg.Notify = nc.Publish
 		prefix := cmp.Or(cfg.Store.Prefix, store.DefaultPrefix)
 		pcfg.Replicas = func(ctx context.Context) (int, error) { return liveReplicas(ctx, rdb, prefix) }
 		wg.Go(func() { pvewatch.Run(repairCtx, pcfg) })

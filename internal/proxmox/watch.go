@@ -111,6 +111,10 @@ type WatchConfig struct {
 	// return quickly. Tasks that ended before the watch began are not reported.
 	OnTask  func(Task)
 	OnGuest func(GuestChange)
+	// OnEnd, when set, is called at once with every task end the watch sees, also one whose
+	// OnTask report waits a round for its command id: replicas pass it on to wake each
+	// other's waiters ([Client.TaskEnded]). It runs on the watch's goroutine.
+	OnEnd func(Task)
 }
 
 // watchSlot holds a client's running watch, nil when none.
@@ -396,6 +400,9 @@ func (w *watcher) seen(t Task) {
 		return
 	}
 	_, known := w.running[t.UPID]
+	if !w.held[t.UPID+"/end"] && w.cfg.OnEnd != nil {
+		w.cfg.OnEnd(t)
+	}
 	if t.ByProxbus && t.CommandID == "" && !w.held[t.UPID+"/end"] && !w.first {
 		w.held[t.UPID+"/end"] = true // its report waits as its start's did; its waiters do not
 		w.wake(t)

@@ -32,10 +32,12 @@ type Config struct {
 	Publish Publish
 	// Watch sets the intervals of every watch (its callbacks are Run's).
 	Watch proxmox.WatchConfig
-	// Subscribe, when set, subscribes fn to subject until the returned function is called;
-	// Run subscribes to every endpoint's task events and wakes this replica's commands waiting
-	// for a task whose end another replica published.
+	// Subscribe, when set, subscribes fn to subject until the returned function is called, and
+	// Notify publishes one message (core NATS, not stored): each watch notifies every task end
+	// it sees at once on WakeSubject, and Run wakes this replica's commands waiting for a task
+	// whose end another replica notified.
 	Subscribe func(subject string, fn func(*nats.Msg)) (unsubscribe func(), err error)
+	Notify    func(subject string, data []byte) error
 	// Replicas, when set, counts the replicas serving (each watching every endpoint); with
 	// Subscribe set, the watches share the endpoint: each looks Replicas times less often
 	// (proxmox.WatchConfig.Sharers), together as often as one. It is asked every
@@ -67,7 +69,7 @@ func Run(ctx context.Context, cfg Config) {
 	var sharers atomic.Int64
 	sharers.Store(1)
 	if cfg.Subscribe != nil {
-		unsub, err := cfg.Subscribe(pveTaskFilter(cfg.Emitter.Subjects), func(m *nats.Msg) {
+		unsub, err := cfg.Subscribe(WakeSubject(cfg.Emitter.Subjects, "*"), func(m *nats.Msg) {
 			wakeFrom(byID, m)
 		})
 		if err != nil {
@@ -98,6 +100,15 @@ func Run(ctx context.Context, cfg Config) {
 		wcfg.Sharers = func() int { return int(sharers.Load()) }
 		wcfg.OnTask = func(t proxmox.Task) { enqueue(TaskEvent(ep, t)) }
 		wcfg.OnGuest = func(g proxmox.GuestChange) { enqueue(GuestEvent(ep, g)) }
+		if cfg.Notify != nil && cfg.Subscribe != nil {
+			subject := WakeSubject(cfg.Emitter.Subjects, formatID(ep))
+			wcfg.OnEnd = func(t proxmox.Task) {
+				data, _ := json.Marshal(wake{Endpoint: ep, UPID: t.UPID, Node: t.Node, ExitStatus: t.ExitStatus})
+				if err := cfg.Notify(subject, data); err != nil {
+					log.Debug("task end not notified to the other replicas", "endpoint_id", ep, "err", err)
+				}
+			}
+		}
 		watchCtx, stop := context.WithCancel(ctx)
 		wg.Go(func() {
 			defer stop()
@@ -119,21 +130,28 @@ func Run(ctx context.Context, cfg Config) {
 	wg.Wait()
 }
 
-// pveTaskFilter matches every endpoint's task events, "proxbus.evt.pve.*.task".
-func pveTaskFilter(s events.Subjects) string {
-	return strings.Replace(s.PVE(0, events.PVEKindTask), ".pve.0.", ".pve.*.", 1)
+// WakeSubject is where the watches of endpoint ep ("*": every endpoint) notify each other of
+// task ends, "proxbus.watch.<ep>": core NATS, outside every stream, never stored.
+func WakeSubject(s events.Subjects, ep string) string {
+	return strings.TrimSuffix(s.CommandsFilter(), ".cmd.>") + ".watch." + ep
 }
 
-// wakeFrom wakes the waiters of the task whose end m (a task event) reports.
+// wake is a task end one replica's watch notifies to the others.
+type wake struct {
+	Endpoint   int64  `json:"endpoint_id"`
+	UPID       string `json:"upid"`
+	Node       string `json:"node"`
+	ExitStatus string `json:"exit_status"`
+}
+
+// wakeFrom wakes the waiters of the task whose end m (a wake) reports.
 func wakeFrom(byID map[int64]*proxmox.Client, m *nats.Msg) {
-	var ev struct {
-		Data events.PVETask `json:"data"`
-	}
-	if json.Unmarshal(m.Data, &ev) != nil || ev.Data.Status == events.PVETaskRunning {
+	var w wake
+	if json.Unmarshal(m.Data, &w) != nil || w.UPID == "" {
 		return
 	}
-	if c, ok := byID[ev.Data.EndpointID]; ok {
-		c.TaskEnded(proxmox.Task{UPID: ev.Data.UPID, Node: ev.Data.Node, Type: ev.Data.Type, ExitStatus: ev.Data.ExitStatus})
+	if c, ok := byID[w.Endpoint]; ok {
+		c.TaskEnded(proxmox.Task{UPID: w.UPID, Node: w.Node, ExitStatus: w.ExitStatus})
 	}
 }
 
