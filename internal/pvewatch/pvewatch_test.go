@@ -86,7 +86,10 @@ func TestReplicasWakeEachOther(t *testing.T) {
 		go func() {
 			defer close(done)
 			Run(ctx, Config{Clients: []*proxmox.Client{c}, Emitter: events.NewEmitter(events.NewSubjects(""), "r"),
-				Publish:   func(_ context.Context, m *nats.Msg) error { published.Store(m.Header.Get("Nats-Msg-Id"), true); return nil },
+				Publish: func(_ context.Context, m *nats.Msg) error {
+					published.Store(m.Header.Get("Nats-Msg-Id"), true)
+					return nil
+				},
 				Watch:     proxmox.WatchConfig{Busy: busy, Idle: busy, Resources: -1},
 				Subscribe: b.subscribe, Notify: b.publish})
 		}()
