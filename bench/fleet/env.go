@@ -140,6 +140,9 @@ func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests
 		if poll {
 			args = append(args, "--no-task-watch")
 		}
+		if cfg.watchInterval > 0 {
+			args = append(args, "--task-watch-interval", cfg.watchInterval.String())
+		}
 		e.replicas = append(e.replicas, &proc{name: name, path: bins.proxbus, logPath: filepath.Join(dir, name+".log"), env: base, args: args})
 	}
 

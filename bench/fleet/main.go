@@ -63,6 +63,8 @@ type config struct {
 	// waits are how the replicas wait for tasks, each a run of its own: false the watch of
 	// each endpoint, true each command polling its own task (--no-task-watch).
 	waits []bool
+	// watchInterval is the replicas' --task-watch-interval (0: their default).
+	watchInterval time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -87,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.progressEvery, "progress", 30*time.Second, "how often a progress line is logged (stderr)")
 	fs.StringVar(&c.traceDir, "trace", "", "write each run's samples and per-command times as CSV files into this directory")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (the processes' logs)")
+	fs.DurationVar(&c.watchInterval, "watch-interval", 0, "--task-watch-interval of the replicas (0: their default)")
 	wait := fs.String("wait", "watch,poll", "how the replicas wait for tasks, comma-separated, each a run of its own: watch (one watch per endpoint) or poll (--no-task-watch: a status poll per task)")
 	if err := fs.Parse(args); err != nil {
 		return c, err

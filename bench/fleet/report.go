@@ -21,8 +21,12 @@ const (
 
 // report prints the table and the details of every run.
 func report(w io.Writer, cfg config, rs []runResult) {
-	fmt.Fprintf(w, "# fleet: vm.snapshot.create over %d guests on %d endpoints × max_parallel %d; %d replicas × --concurrency %d, MaxAckPending %d; tasks %s; %s, %d CPUs\n\n",
-		cfg.guests, cfg.endpoints, cfg.maxParallel, cfg.replicas, cfg.concurrency, cfg.maxAckPending, cfg.task, runtime.Version(), runtime.NumCPU())
+	interval := "default"
+	if cfg.watchInterval > 0 {
+		interval = cfg.watchInterval.String()
+	}
+	fmt.Fprintf(w, "# fleet: vm.snapshot.create over %d guests on %d endpoints × max_parallel %d; %d replicas × --concurrency %d, MaxAckPending %d; tasks %s; --task-watch-interval %s; %s, %d CPUs\n\n",
+		cfg.guests, cfg.endpoints, cfg.maxParallel, cfg.replicas, cfg.concurrency, cfg.maxAckPending, cfg.task, interval, runtime.Version(), runtime.NumCPU())
 	fmt.Fprintln(w, "| backlog | load | waiting | drain | ideal | drain ÷ ideal | deliveries / cmd | Redis cmds / cmd: executed (sent) | Proxmox req / cmd | peak RSS per replica | cold queueing p50 / p99 | hot queueing p50 / p99 | results |")
 	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	for _, r := range rs {
