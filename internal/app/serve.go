@@ -482,7 +482,8 @@ func Serve(ctx context.Context, cfg Config) error {
 		}
 		pcfg.Notify = nc.Publish
 		prefix := cmp.Or(cfg.Store.Prefix, store.DefaultPrefix)
-		pcfg.Replicas = func(ctx context.Context) (int, error) { return liveReplicas(ctx, rdb, prefix) }
+		pcfg.Replicas = func(ctx context.Context) ([]string, error) { return liveReplicas(ctx, rdb, prefix) }
+		pcfg.Instance = cfg.Instance
 		wg.Go(func() { pvewatch.Run(repairCtx, pcfg) })
 	}
 	wg.Go(func() { // the clients that work on the store check that a replica serves its prefix
@@ -514,19 +515,19 @@ func pvewatchConfig(cfg Config, clients *proxmox.Clients, subjects events.Subjec
 	return out
 }
 
-// liveReplicas counts the replicas that announced prefix within presence.Live.
-func liveReplicas(ctx context.Context, rdb redis.Cmdable, prefix string) (int, error) {
+// liveReplicas are the instances of the replicas that announced prefix within presence.Live.
+func liveReplicas(ctx context.Context, rdb redis.Cmdable, prefix string) ([]string, error) {
 	rs, err := presence.Replicas(ctx, rdb, prefix)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n := 0
+	var out []string
 	for _, r := range rs {
 		if time.Since(r.LastSeen) <= presence.Live {
-			n++
+			out = append(out, r.Instance)
 		}
 	}
-	return n, nil
+	return out, nil
 }
 
 // pipelineSettings are s with what serve derives from the consumer's concurrency: unless set, a

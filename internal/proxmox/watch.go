@@ -101,11 +101,13 @@ type WatchConfig struct {
 	// Resources is the least time between two reads of /cluster/resources (default
 	// DefaultWatchResources); negative: guests are not watched.
 	Resources time.Duration
-	// Sharers, when set, is how many watches of the same endpoint (one per replica) share
-	// what they see: each replica wakes its waiters from the task ends the others publish
-	// ([Client.TaskEnded]), so each watch runs its rounds that many times further apart and
-	// together they look as often as one would. nil or below 1: 1.
-	Sharers func() int
+	// Share, when set, says how many watches of the same endpoint (one per replica) share
+	// what they see, and this one's rank among them (0 to n-1): each replica wakes its
+	// waiters from the task ends the others see ([Client.TaskEnded]), so each watch runs its
+	// rounds n times further apart, its busy rounds in its own slot of a wall-clock grid of
+	// Busy (rank × Busy after each multiple of n × Busy): together the watches look every Busy,
+	// in turn. nil, or n below 2: the watch looks alone.
+	Share func() (n, rank int)
 	// OnTask is called with every task at its start (Running) and its end, oldest start
 	// first; OnGuest with every guest change. Both run on the watch's goroutine and must
 	// return quickly. Tasks that ended before the watch began are not reported.
@@ -201,9 +203,13 @@ func (c *Client) Watch(ctx context.Context, cfg WatchConfig) error {
 			t.Stop()
 			return ctx.Err()
 		case <-w.kick:
-			// a wait came: the next round is a busy interval after this one began
+			// a wait came: the next round is the next busy one
 			t.Stop()
-			t = time.NewTimer(time.Until(began.Add(w.scaled(cfg.Busy))))
+			pause := w.busyPause(time.Now())
+			if n, _ := w.share(); n < 2 {
+				pause = time.Until(began.Add(cfg.Busy))
+			}
+			t = time.NewTimer(pause)
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -221,17 +227,43 @@ func (w *watcher) interval() time.Duration {
 	waited := len(w.waits) > 0
 	w.mu.Unlock()
 	if waited || len(w.running) > 0 {
-		return w.scaled(w.cfg.Busy)
+		return w.busyPause(time.Now())
 	}
 	return w.scaled(w.cfg.Idle)
 }
 
+// share is Share's answer, (1, 0) without one.
+func (w *watcher) share() (n, rank int) {
+	if w.cfg.Share == nil {
+		return 1, 0
+	}
+	n, rank = w.cfg.Share()
+	if n < 2 {
+		return 1, 0
+	}
+	return n, ((rank % n) + n) % n
+}
+
 // scaled is d times the watches sharing the endpoint.
 func (w *watcher) scaled(d time.Duration) time.Duration {
-	if w.cfg.Sharers == nil {
-		return d
+	n, _ := w.share()
+	return d * time.Duration(n)
+}
+
+// busyPause is the pause from now to the next busy round: Busy alone; shared by n watches,
+// the next start of this watch's slot in the wall-clock grid (see WatchConfig.Share), at
+// least half a Busy away.
+func (w *watcher) busyPause(now time.Time) time.Duration {
+	n, rank := w.share()
+	if n < 2 {
+		return w.cfg.Busy
 	}
-	return d * time.Duration(max(w.cfg.Sharers(), 1))
+	period := w.cfg.Busy * time.Duration(n)
+	next := now.Truncate(period).Add(w.cfg.Busy * time.Duration(rank))
+	for next.Sub(now) < w.cfg.Busy/2 {
+		next = next.Add(period)
+	}
+	return next.Sub(now)
 }
 
 // stop wakes every waiter with "watch stopped": they go on polling.

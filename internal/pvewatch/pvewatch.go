@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,11 +39,13 @@ type Config struct {
 	// whose end another replica notified.
 	Subscribe func(subject string, fn func(*nats.Msg)) (unsubscribe func(), err error)
 	Notify    func(subject string, data []byte) error
-	// Replicas, when set, counts the replicas serving (each watching every endpoint); with
-	// Subscribe set, the watches share the endpoint: each looks Replicas times less often
-	// (proxmox.WatchConfig.Sharers), together as often as one. It is asked every
-	// ReplicasEvery; a failure keeps the last count.
-	Replicas func(context.Context) (int, error)
+	// Replicas, when set, lists the instances of the replicas serving (each watching every
+	// endpoint); with Subscribe set, the watches share each endpoint: each looks as many times
+	// less often, in turn by the rank of Instance among them (proxmox.WatchConfig.Share),
+	// together as often as one. It is asked every ReplicasEvery; a failure keeps the last list.
+	Replicas func(context.Context) ([]string, error)
+	// Instance is this replica's name, as Replicas lists it.
+	Instance string
 	// Logger receives failed publications (warn); nil discards.
 	Logger *slog.Logger
 }
@@ -66,8 +69,8 @@ func Run(ctx context.Context, cfg Config) {
 	for _, c := range cfg.Clients {
 		byID[c.Endpoint().ID] = c
 	}
-	var sharers atomic.Int64
-	sharers.Store(1)
+	var share atomic.Pointer[[2]int] // n, rank
+	share.Store(&[2]int{1, 0})
 	if cfg.Subscribe != nil {
 		unsub, err := cfg.Subscribe(WakeSubject(cfg.Emitter.Subjects, "*"), func(m *nats.Msg) {
 			wakeFrom(byID, m)
@@ -77,7 +80,7 @@ func Run(ctx context.Context, cfg Config) {
 		} else {
 			defer unsub()
 			if cfg.Replicas != nil {
-				wg.Go(func() { countReplicas(ctx, cfg.Replicas, &sharers) })
+				wg.Go(func() { rankReplicas(ctx, cfg.Replicas, cfg.Instance, &share) })
 			}
 		}
 	}
@@ -97,7 +100,7 @@ func Run(ctx context.Context, cfg Config) {
 			}
 		}
 		wcfg := cfg.Watch
-		wcfg.Sharers = func() int { return int(sharers.Load()) }
+		wcfg.Share = func() (int, int) { s := share.Load(); return s[0], s[1] }
 		wcfg.OnTask = func(t proxmox.Task) { enqueue(TaskEvent(ep, t)) }
 		wcfg.OnGuest = func(g proxmox.GuestChange) { enqueue(GuestEvent(ep, g)) }
 		if cfg.Notify != nil && cfg.Subscribe != nil {
@@ -155,11 +158,13 @@ func wakeFrom(byID map[int64]*proxmox.Client, m *nats.Msg) {
 	}
 }
 
-// countReplicas keeps n at the number of replicas until ctx ends.
-func countReplicas(ctx context.Context, count func(context.Context) (int, error), n *atomic.Int64) {
+// rankReplicas keeps share at the number of replicas and instance's rank among them (sorted
+// by name; 0 while instance is not listed yet) until ctx ends.
+func rankReplicas(ctx context.Context, list func(context.Context) ([]string, error), instance string, share *atomic.Pointer[[2]int]) {
 	for {
-		if k, err := count(ctx); err == nil && k > 0 {
-			n.Store(int64(k))
+		if names, err := list(ctx); err == nil && len(names) > 0 {
+			slices.Sort(names)
+			share.Store(&[2]int{len(names), max(slices.Index(names, instance), 0)})
 		}
 		t := time.NewTimer(ReplicasEvery)
 		select {
