@@ -51,7 +51,7 @@ type Config struct {
 }
 
 // ReplicasEvery is how often [Config.Replicas] is asked.
-const ReplicasEvery = 15 * time.Second
+const ReplicasEvery = 2 * time.Second
 
 // queueSize is how many events of one endpoint wait for publication at most; beyond that
 // the newest are dropped with a warning, so a slow stream never stalls the watch.
