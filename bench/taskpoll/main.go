@@ -38,7 +38,7 @@ import (
 
 func main() {
 	n := flag.Int("n", 10, "vm.start commands per task duration and polling")
-	short := flag.Bool("short", false, "CI smoke run: the 0.3 s and 3 s tasks, 4 commands each; 8 and 24 in flight")
+	short := flag.Bool("short", false, "CI smoke run: the 0.3 s and 3 s tasks, 4 commands each; 8 and 24 in flight with 3 s tasks")
 	inflight := flag.String("inflight", "8,24,96", "tasks in flight at once for the request rate table, comma-separated (empty: no table)")
 	flag.Parse()
 	durations := []time.Duration{300 * time.Millisecond, 3 * time.Second, time.Minute}
@@ -64,7 +64,10 @@ func main() {
 	if len(sizes) == 0 {
 		return
 	}
-	const long = 10 * time.Second
+	long := 10 * time.Second
+	if *short {
+		long = 3 * time.Second
+	}
 	fmt.Printf("\n# request rate to the endpoint while all tasks are in flight (tasks of %s)\n", long)
 	fmt.Println("| tasks in flight | waiting | requests / s to the endpoint | delay task end → result, p50 / max |")
 	fmt.Println("|---:|---|---:|---:|")
