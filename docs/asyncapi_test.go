@@ -176,6 +176,7 @@ func TestAsyncAPIEventSubjects(t *testing.T) {
 		{"result", s.Result("{ref}")},
 		{"journal", s.Journal("{ref}")},
 		{"deadLetter", s.DLQ("{verb}")},
+		{"pveEvents", strings.Replace(s.PVE(0, "{kind}"), ".0.", ".{endpoint}.", 1)},
 	}
 	for _, tt := range tests {
 		got, _ := doc.node(t, "channels", tt.channel, "address").(string)
@@ -548,6 +549,9 @@ func TestAsyncAPISchemasMatchTypes(t *testing.T) {
 		{[]string{"Step"}, reflect.TypeFor[events.Step]()},
 		{[]string{"Result"}, reflect.TypeFor[events.Result]()},
 		{[]string{"JournalRepaired"}, reflect.TypeFor[events.JournalRepaired]()},
+		{[]string{"PVETask"}, reflect.TypeFor[events.PVETask]()},
+		{[]string{"PVEGuest"}, reflect.TypeFor[events.PVEGuest]()},
+		{[]string{"PVENotification"}, reflect.TypeFor[events.PVENotification]()},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.schemas, "+"), func(t *testing.T) {

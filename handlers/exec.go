@@ -168,6 +168,8 @@ const runningEvery = time.Second
 func (x *Exec) runningHook(ctx context.Context, step string) context.Context {
 	began := x.r.p.cfg.Now()
 	var last events.Progress // the progress step last reported; guarded by x.runMu
+	// the watch's task events name the command
+	ctx = proxmox.WithCommandID(ctx, x.r.cmd.ID)
 	return proxmox.WithTaskProgress(ctx, func(_, upid string, tp proxmox.TaskProgress) {
 		p := events.Progress{Done: tp.Done, Total: tp.Total, Unit: tp.Unit}
 		if at, due := x.runningDue(began, &last, p); due {

@@ -60,7 +60,7 @@ func (e *env) redisAddr() string { return "127.0.0.1:" + strconv.Itoa(e.redisPor
 
 // startEnv starts everything of one run in dir and returns once every replica serves. The
 // guests are added to their endpoint's simulator.
-func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests []guest) (_ *env, err error) {
+func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests []guest, poll bool) (_ *env, err error) {
 	e := &env{dir: dir, subjects: events.NewSubjects("proxbus"), serveDone: make(chan struct{}, cfg.endpoints+1)}
 	defer func() {
 		if err != nil {
@@ -137,6 +137,12 @@ func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests
 		name := fmt.Sprintf("fleet-r%d", i+1)
 		args := []string{"serve", "--instance", name, "--concurrency", strconv.Itoa(cfg.concurrency),
 			"--max-ack-pending", strconv.Itoa(cfg.maxAckPending), "--command-max-age", cfg.commandMaxAge.String()}
+		if poll {
+			args = append(args, "--no-task-watch")
+		}
+		if cfg.watchInterval > 0 {
+			args = append(args, "--task-watch-interval", cfg.watchInterval.String())
+		}
 		e.replicas = append(e.replicas, &proc{name: name, path: bins.proxbus, logPath: filepath.Join(dir, name+".log"), env: base, args: args})
 	}
 

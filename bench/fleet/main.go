@@ -60,6 +60,11 @@ type config struct {
 	progressEvery time.Duration
 	traceDir      string
 	keep          bool
+	// waits are how the replicas wait for tasks, each a run of its own: false the watch of
+	// each endpoint, true each command polling its own task (--no-task-watch).
+	waits []bool
+	// watchInterval is the replicas' --task-watch-interval (0: their default).
+	watchInterval time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
@@ -84,6 +89,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.progressEvery, "progress", 30*time.Second, "how often a progress line is logged (stderr)")
 	fs.StringVar(&c.traceDir, "trace", "", "write each run's samples and per-command times as CSV files into this directory")
 	fs.BoolVar(&c.keep, "keep", false, "keep the work directory (the processes' logs)")
+	fs.DurationVar(&c.watchInterval, "watch-interval", 0, "--task-watch-interval of the replicas (0: their default)")
+	wait := fs.String("wait", "watch,poll", "how the replicas wait for tasks, comma-separated, each a run of its own: watch (one watch per endpoint) or poll (--no-task-watch: a status poll per task)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -106,6 +113,16 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.hotShares, err = parseList(*hot, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) }); err != nil {
 		return c, fmt.Errorf("-hot: %w", err)
+	}
+	for w := range strings.SplitSeq(*wait, ",") {
+		switch strings.TrimSpace(w) {
+		case "watch":
+			c.waits = append(c.waits, false)
+		case "poll":
+			c.waits = append(c.waits, true)
+		default:
+			return c, fmt.Errorf("-wait: %q is neither watch nor poll", w)
+		}
 	}
 	for _, n := range c.backlogs {
 		if n <= 0 {
@@ -197,15 +214,18 @@ func run(ctx context.Context, cfg config, out, logw io.Writer) (err error) {
 	var results []runResult
 	for _, n := range cfg.backlogs {
 		for _, h := range cfg.hotShares {
-			load1, _ := loadAverage()
-			r, err := runOne(ctx, cfg, bins, workDir, runSpec{n: n, hotShare: h}, logf)
-			if err != nil {
-				return fmt.Errorf("%s: %w", runSpec{n: n, hotShare: h}, err)
+			for _, poll := range cfg.waits {
+				spec := runSpec{n: n, hotShare: h, poll: poll}
+				load1, _ := loadAverage()
+				r, err := runOne(ctx, cfg, bins, workDir, spec, logf)
+				if err != nil {
+					return fmt.Errorf("%s: %w", spec, err)
+				}
+				r.load = load1
+				logf("%s: drain %s (%.3f × ideal), %.2f deliveries per command", r.spec, r.drain.Round(100*time.Millisecond),
+					r.drain.Seconds()/r.ideal.Seconds(), float64(r.deliveries)/float64(n))
+				results = append(results, r)
 			}
-			r.load = load1
-			logf("%s: drain %s (%.3f × ideal), %.2f deliveries per command", r.spec, r.drain.Round(100*time.Millisecond),
-				r.drain.Seconds()/r.ideal.Seconds(), float64(r.deliveries)/float64(n))
-			results = append(results, r)
 		}
 	}
 	report(out, cfg, results)

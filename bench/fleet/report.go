@@ -12,17 +12,23 @@ import (
 
 // Goals of the issue.
 const (
-	goalDrain      = 1.10 // drain ≤ 110 % of the ideal
-	goalDeliveries = 1.05 // deliveries per command
-	goalRSSGrowth  = 1.20 // peak RSS at the largest backlog ≤ 120 % of the smallest's: "flat"
+	goalDrain = 1.10 // drain ≤ 110 % of the ideal
+	// goalPVERequests: Proxmox requests per command with the watch (issue #36).
+	goalPVERequests = 5
+	goalDeliveries  = 1.05 // deliveries per command
+	goalRSSGrowth   = 1.20 // peak RSS at the largest backlog ≤ 120 % of the smallest's: "flat"
 )
 
 // report prints the table and the details of every run.
 func report(w io.Writer, cfg config, rs []runResult) {
-	fmt.Fprintf(w, "# fleet: vm.snapshot.create over %d guests on %d endpoints × max_parallel %d; %d replicas × --concurrency %d, MaxAckPending %d; tasks %s; %s, %d CPUs\n\n",
-		cfg.guests, cfg.endpoints, cfg.maxParallel, cfg.replicas, cfg.concurrency, cfg.maxAckPending, cfg.task, runtime.Version(), runtime.NumCPU())
-	fmt.Fprintln(w, "| backlog | load | drain | ideal | drain ÷ ideal | deliveries / cmd | Redis cmds / cmd: executed (sent) | Proxmox req / cmd | peak RSS per replica | cold queueing p50 / p99 | hot queueing p50 / p99 | results |")
-	fmt.Fprintln(w, "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
+	interval := "default"
+	if cfg.watchInterval > 0 {
+		interval = cfg.watchInterval.String()
+	}
+	fmt.Fprintf(w, "# fleet: vm.snapshot.create over %d guests on %d endpoints × max_parallel %d; %d replicas × --concurrency %d, MaxAckPending %d; tasks %s; --task-watch-interval %s; %s, %d CPUs\n\n",
+		cfg.guests, cfg.endpoints, cfg.maxParallel, cfg.replicas, cfg.concurrency, cfg.maxAckPending, cfg.task, interval, runtime.Version(), runtime.NumCPU())
+	fmt.Fprintln(w, "| backlog | load | waiting | drain | ideal | drain ÷ ideal | deliveries / cmd | Redis cmds / cmd: executed (sent) | Proxmox req / cmd | peak RSS per replica | cold queueing p50 / p99 | hot queueing p50 / p99 | results |")
+	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---|")
 	for _, r := range rs {
 		n := r.spec.n
 		load := "uniform"
@@ -40,8 +46,12 @@ func report(w io.Writer, cfg config, rs []runResult) {
 		if len(r.hotQueue) > 0 {
 			hot = pq(r.hotQueue)
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %s | %.3f | %.2f | %.1f (%.1f) | %.1f | %s | %s | %s | %s |\n",
-			n, load, secs(r.drain), secs(r.ideal), r.drain.Seconds()/r.ideal.Seconds(),
+		wait := "watch"
+		if r.spec.poll {
+			wait = "per-task poll"
+		}
+		fmt.Fprintf(w, "| %d | %s | %s | %s | %s | %.3f | %.2f | %.1f (%.1f) | %.1f | %s | %s | %s | %s |\n",
+			n, load, wait, secs(r.drain), secs(r.ideal), r.drain.Seconds()/r.ideal.Seconds(),
 			float64(r.deliveries)/float64(n), float64(sumCounts(r.redis))/float64(n), float64(sumCounts(r.redisSent))/float64(n),
 			float64(sumCounts(r.pve))/float64(n),
 			mibList(r.replicaHWM), pq(r.coldQueue), hot, results)
@@ -85,14 +95,25 @@ func verdicts(w io.Writer, cfg config, rs []runResult) {
 	for _, r := range rs {
 		ratio := r.drain.Seconds() / r.ideal.Seconds()
 		d := float64(r.deliveries) / float64(r.spec.n)
-		fmt.Fprintf(w, "- %s: drain %.3f × ideal (goal ≤ %.2f: %s); %.2f deliveries per command (goal ≤ %.2f: %s)\n",
+		fmt.Fprintf(w, "- %s: drain %.3f × ideal (goal ≤ %.2f: %s); %.2f deliveries per command (goal ≤ %.2f: %s)",
 			r.spec, ratio, goalDrain, met(ratio <= goalDrain), d, goalDeliveries, met(d <= goalDeliveries))
+		if !r.spec.poll {
+			q := float64(sumCounts(r.pve)) / float64(r.spec.n)
+			fmt.Fprintf(w, "; %.1f Proxmox requests per command (goal ≤ %d: %s)", q, goalPVERequests, met(q <= goalPVERequests))
+		}
+		fmt.Fprintln(w)
 	}
-	byShare := map[float64][]runResult{}
+	type group struct {
+		share float64
+		poll  bool
+	}
+	byShare := map[group][]runResult{}
 	for _, r := range rs {
-		byShare[r.spec.hotShare] = append(byShare[r.spec.hotShare], r)
+		k := group{r.spec.hotShare, r.spec.poll}
+		byShare[k] = append(byShare[k], r)
 	}
-	for share, group := range byShare {
+	for k, group := range byShare {
+		share := k.share
 		if len(group) < 2 {
 			continue
 		}
@@ -112,7 +133,7 @@ func verdicts(w io.Writer, cfg config, rs []runResult) {
 			continue
 		}
 		for _, uni := range rs {
-			if uni.spec.n != hot.spec.n || uni.spec.hotShare != 0 {
+			if uni.spec.n != hot.spec.n || uni.spec.hotShare != 0 || uni.spec.poll != hot.spec.poll {
 				continue
 			}
 			a, b := harness.Percentile(uni.coldQueue, 99), harness.Percentile(hot.coldQueue, 99)

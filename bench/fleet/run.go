@@ -18,13 +18,20 @@ import (
 type runSpec struct {
 	n        int
 	hotShare float64
+	// poll: the replicas run with --no-task-watch (each command polls its own task), else
+	// with the watch of each endpoint.
+	poll bool
 }
 
 func (s runSpec) String() string {
-	if s.hotShare == 0 {
-		return fmt.Sprintf("n=%d uniform", s.n)
+	wait := "watch"
+	if s.poll {
+		wait = "per-task poll"
 	}
-	return fmt.Sprintf("n=%d hot %.0f%%", s.n, s.hotShare*100)
+	if s.hotShare == 0 {
+		return fmt.Sprintf("n=%d uniform %s", s.n, wait)
+	}
+	return fmt.Sprintf("n=%d hot %.0f%% %s", s.n, s.hotShare*100, wait)
 }
 
 // sample is the state of a run at one moment.
@@ -116,7 +123,7 @@ func runOne(ctx context.Context, cfg config, bins binaries, workDir string, spec
 	slots := cfg.endpoints * cfg.maxParallel
 	res.ideal = time.Duration(float64(spec.n) * float64(cfg.task) / float64(slots))
 
-	e, err := startEnv(ctx, cfg, bins, dir, guests)
+	e, err := startEnv(ctx, cfg, bins, dir, guests, spec.poll)
 	if err != nil {
 		return res, err
 	}

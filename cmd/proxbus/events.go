@@ -28,6 +28,7 @@ type eventsCmd struct {
 	Source string `name:"source" default:"${default_source}" help:"The command's source (needed only for ids that are not plain tokens)."`
 	All    bool   `name:"all" help:"Start with the oldest stored event instead of new ones."`
 	Follow bool   `name:"follow" help:"With --id: keep following after the result instead of returning."`
+	PVE    bool   `name:"pve" help:"Only Proxmox's own events: tasks, guest changes and notifications of every endpoint."`
 	natsFlags
 	outputFlags
 }
@@ -52,6 +53,9 @@ func (c *eventsCmd) Run(e *cliEnv) error {
 	ctx, js := client.ctx, client.js
 	subjects := events.NewSubjects(c.SubjectPrefix)
 	filter := ""
+	if c.PVE {
+		filter = subjects.PVEFilter()
+	}
 	if c.ID != "" {
 		filter = subjects.Follow(events.Ref(c.Source, c.ID))
 	}
@@ -187,6 +191,10 @@ func eventLine(subject string, ev events.Received) string {
 			}
 			return line
 		}
+	case events.PVEKindTask, events.PVEKindGuest, events.PVEKindNotification:
+		if line, ok := pveLine(head, kind, ev.Data); ok {
+			return line
+		}
 	case "journal":
 		var j events.JournalRepaired
 		if json.Unmarshal(ev.Data, &j) == nil {
@@ -194,4 +202,46 @@ func eventLine(subject string, ev events.Received) string {
 		}
 	}
 	return fmt.Sprintf("%s %s %s", head, ev.Type, ev.Data)
+}
+
+// pveLine renders one of Proxmox's own events (head is "<time> pve.<endpoint> <kind>"): a
+// task's type, vmid, status (exit status when it failed), user and UPID; a guest's change; a
+// notification's severity and title.
+func pveLine(head, kind string, data []byte) (string, bool) {
+	switch kind {
+	case events.PVEKindTask:
+		var t events.PVETask
+		if json.Unmarshal(data, &t) != nil {
+			return "", false
+		}
+		line := fmt.Sprintf("%s %s", head, t.Type)
+		if t.VMID != 0 {
+			line += fmt.Sprintf(" %d", t.VMID)
+		}
+		line += " " + t.Status
+		if t.Status == events.PVETaskError {
+			line += " (" + t.ExitStatus + ")"
+		}
+		line += " by " + t.User
+		if t.CommandID != "" {
+			line += " for " + t.CommandID
+		}
+		return line + " " + t.UPID, true
+	case events.PVEKindGuest:
+		var g events.PVEGuest
+		if json.Unmarshal(data, &g) != nil {
+			return "", false
+		}
+		line := fmt.Sprintf("%s %d %s %s", head, g.VMID, g.Name, g.Change)
+		if g.From != "" || g.To != "" {
+			line += fmt.Sprintf(" %s → %s", g.From, g.To)
+		}
+		return line, true
+	default:
+		var n events.PVENotification
+		if json.Unmarshal(data, &n) != nil {
+			return "", false
+		}
+		return fmt.Sprintf("%s %s %s", head, n.Severity, n.Title), true
+	}
 }

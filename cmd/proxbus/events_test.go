@@ -161,3 +161,36 @@ func TestEventsEndsAfterResult(t *testing.T) {
 		t.Errorf("events --follow returned %v", err)
 	}
 }
+
+// TestEventLinePVE pins `events` text lines for Proxmox's own events (`events --pve`).
+func TestEventLinePVE(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, kind string
+		data       any
+		want       string
+	}{
+		{"a failed task of the GUI", events.PVEKindTask,
+			events.PVETask{EndpointID: 1, Type: "vzdump", VMID: 101, User: "alice@pve", Status: events.PVETaskError, ExitStatus: "job errors", UPID: "UPID:x"},
+			"--:--:-- pve.1 task vzdump 101 error (job errors) by alice@pve UPID:x"},
+		{"proxbus's task", events.PVEKindTask,
+			events.PVETask{EndpointID: 1, Type: "qmstart", VMID: 100, User: "proxbus@pve!t", Status: events.PVETaskRunning, CommandID: "c1", UPID: "UPID:y"},
+			"--:--:-- pve.1 task qmstart 100 running by proxbus@pve!t for c1 UPID:y"},
+		{"a migration", events.PVEKindGuest, events.PVEGuest{VMID: 100, Name: "web-01", Change: "migrated", From: "pve1", To: "pve2"},
+			"--:--:-- pve.1 guest 100 web-01 migrated pve1 → pve2"},
+		{"a notification", events.PVEKindNotification, events.PVENotification{Severity: "error", Title: "backup failed"},
+			"--:--:-- pve.1 notification error backup failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := json.Marshal(tt.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := eventLine("proxbus.evt.pve.1."+tt.kind, events.Received{Type: "proxbus.pve." + tt.kind, Data: b}); got != tt.want {
+				t.Errorf("line\n got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,9 @@ type serveCmd struct {
 	RedisSentinelPasswordFile string        `name:"redis-sentinel-password-file" help:"File holding the password of the Redis Sentinels (instead of --redis-sentinel-password)."`
 	NetBoxTLSCA               string        `name:"netbox-tls-ca" help:"PEM file of the CAs trusted for NetBox (only these)."`
 	NetBoxTLSInsecure         bool          `name:"netbox-tls-insecure" help:"Do not verify NetBox's certificate (unsafe)."`
+	PVEWebhookSecret          string        `name:"pve-webhook-secret" help:"Secret of PVE's webhook notification target: enables POST /webhooks/proxmox?endpoint_id=N (X-Proxbus-Secret header; needs --http-addr; docs/operations.md)."`
+	NoTaskWatch               bool          `name:"no-task-watch" help:"Do not watch the endpoints: no Proxmox events (task, guest) are published and each command polls its own task's status."`
+	TaskWatchInterval         time.Duration `name:"task-watch-interval" default:"200ms" help:"How often the replicas together look at an endpoint's tasks while one runs or is waited for (each replica N times less often with N replicas); a task's end is seen about half of it late on average."`
 	consoleFlags
 	trustFlags
 }
@@ -84,6 +87,8 @@ const (
 	minReplicaTimeout   = 10 * time.Millisecond
 	maxReplicaTimeout   = 2 * time.Second // below go-redis's read timeout (3s): WAIT blocks the connection
 	maxResultTimeout    = time.Hour
+	minWatchInterval    = 50 * time.Millisecond
+	maxWatchInterval    = time.Minute
 )
 
 // checks reports every bad value of the flags that needs no file but the secrets' (a number
@@ -120,6 +125,7 @@ func (c *serveCmd) checks(e *cliEnv) (secrets [4]string, errs []error) {
 	add(e.durationIn("lease-ttl", c.LeaseTTL, minLeaseTTL, maxLeaseTTL))
 	add(e.intIn("ui-history", c.UIHistory, 100, maxConsoleHistory))
 	add(e.durationIn("endpoints-reload-interval", c.EndpointsReloadInterval, minEndpointsReload, maxEndpointsReload))
+	add(e.durationIn("task-watch-interval", c.TaskWatchInterval, minWatchInterval, maxWatchInterval))
 	return secrets, errs
 }
 
@@ -161,6 +167,7 @@ func (c *serveCmd) build(e *cliEnv, secrets [4]string, ui app.Console) (app.Conf
 			MinReplicas: minReplicas, ReplicaTimeout: c.RedisReplicaTimeout},
 		Pipeline:    handlers.Settings{MaxAttempts: c.MaxAttempts, CommandMaxAge: c.CommandMaxAge},
 		NoProvision: c.NoProvision, LogHandler: h, Security: sec, HTTPAddr: c.HTTPAddr,
+		PVEWebhookSecret: c.PVEWebhookSecret, NoTaskWatch: c.NoTaskWatch, TaskWatch: proxmox.WatchConfig{Busy: c.TaskWatchInterval},
 		Ingress: app.Ingress{
 			WebhookSecret: secrets[1], WebhookRulesFile: c.WebhookRules, WebhookVerbs: verbList(c.WebhookVerbs),
 			ProxboxAPIKey: secrets[2], ResultTimeout: c.ResultTimeout,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/proxbus/proxbus/consumer"
 	"github.com/proxbus/proxbus/events"
@@ -33,6 +34,7 @@ import (
 	"github.com/proxbus/proxbus/internal/presence"
 	"github.com/proxbus/proxbus/internal/producers"
 	"github.com/proxbus/proxbus/internal/proxmox"
+	"github.com/proxbus/proxbus/internal/pvewatch"
 	"github.com/proxbus/proxbus/internal/redact"
 	"github.com/proxbus/proxbus/internal/repair"
 	"github.com/proxbus/proxbus/internal/tracing"
@@ -87,6 +89,15 @@ type Config struct {
 	// TaskPollInterval, when set, is a fixed interval between a Proxmox task's status polls
 	// (its log is then read at every poll); zero: the adaptive curve (proxmox.WaitTask).
 	TaskPollInterval time.Duration
+	// TaskWatch tunes the watch of each endpoint (contract §3a): its intervals and how often
+	// guests are read; zero fields take proxmox.WatchConfig's defaults.
+	TaskWatch proxmox.WatchConfig
+	// NoTaskWatch turns the watch off: no Proxmox events are published and every command
+	// polls its own task's status (the behaviour before the watch; benchmarks compare both).
+	NoTaskWatch bool
+	// PVEWebhookSecret, when set, mounts POST /webhooks/proxmox on the HTTP server for PVE's
+	// webhook notification target, which must send it in the X-Proxbus-Secret header.
+	PVEWebhookSecret string
 
 	// Consumer configures the streams and the durable consumer (concurrency, MaxAckPending,
 	// AckWait, replicas); its Subjects name every subject and stream proxbus uses (zero: the
@@ -518,6 +529,11 @@ func Serve(ctx context.Context, cfg Config) error {
 			return err
 		}
 	}
+	publishPVE := func(ctx context.Context, m *nats.Msg) error { _, err := js.PublishMsg(ctx, m); return err }
+	if cfg.PVEWebhookSecret != "" {
+		mux.Handle("POST "+pvewatch.WebhookPath, &pvewatch.Webhook{Secret: cfg.PVEWebhookSecret, Endpoints: clients.IDs(),
+			Emitter: events.NewEmitter(subjects, cfg.Instance), Publish: publishPVE, Logger: log.With("component", "pve-webhook")})
+	}
 	if cfg.Routes != nil {
 		cfg.Routes(mux, deps)
 	}
@@ -561,6 +577,21 @@ func Serve(ctx context.Context, cfg Config) error {
 		}()
 	}
 	wg.Go(func() { pipeline.WatchGuards(repairCtx) })
+	if !cfg.NoTaskWatch { // until the drain is over: commands still in flight wait on it
+		pcfg := pvewatchConfig(cfg, clients, subjects, publishPVE, log)
+		pcfg.Subscribe = func(subject string, fn func(*nats.Msg)) (func(), error) {
+			sub, err := nc.Subscribe(subject, fn)
+			if err != nil {
+				return nil, err
+			}
+			return func() { _ = sub.Unsubscribe() }, nil
+		}
+		pcfg.Notify = nc.Publish
+		prefix := cmp.Or(cfg.Store.Prefix, store.DefaultPrefix)
+		pcfg.Replicas = func(ctx context.Context) ([]string, error) { return liveReplicas(ctx, rdb, prefix) }
+		pcfg.Instance = cfg.Instance
+		wg.Go(func() { pvewatch.Run(repairCtx, pcfg) })
+	}
 	wg.Go(func() { // the clients that work on the store check that a replica serves its prefix
 		presence.Run(repairCtx, rdb, cmp.Or(cfg.Store.Prefix, store.DefaultPrefix), cfg.Instance, func(err error) {
 			log.Warn("could not announce this replica in Redis", "err", err)
@@ -577,6 +608,32 @@ func Serve(ctx context.Context, cfg Config) error {
 	wg.Wait()
 	log.Info("proxbus stopped")
 	return runErr
+}
+
+// pvewatchConfig is the configuration of the watch of every endpoint.
+func pvewatchConfig(cfg Config, clients *proxmox.Clients, subjects events.Subjects, publish pvewatch.Publish, log *slog.Logger) pvewatch.Config {
+	out := pvewatch.Config{Emitter: events.NewEmitter(subjects, cfg.Instance), Publish: publish, Watch: cfg.TaskWatch,
+		Logger: log.With("component", "pve-watch")}
+	for _, id := range clients.IDs() {
+		c, _ := clients.Get(id)
+		out.Clients = append(out.Clients, c)
+	}
+	return out
+}
+
+// liveReplicas are the instances of the replicas that announced prefix within presence.Live.
+func liveReplicas(ctx context.Context, rdb redis.Cmdable, prefix string) ([]string, error) {
+	rs, err := presence.Replicas(ctx, rdb, prefix)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, r := range rs {
+		if time.Since(r.LastSeen) <= presence.Live {
+			out = append(out, r.Instance)
+		}
+	}
+	return out, nil
 }
 
 // pipelineSettings are s with what serve derives from the consumer's concurrency: unless set, a
@@ -596,6 +653,7 @@ func (c Config) baseSecrets() []string {
 	secrets = append(secrets, URLPasswords(c.RedisURL)...)
 	secrets = append(secrets, c.Security.RedisSentinelPassword)
 	secrets = append(secrets, c.Console.secrets()...)
+	secrets = append(secrets, c.PVEWebhookSecret)
 	return append(secrets, c.Ingress.secrets()...)
 }
 

@@ -180,6 +180,7 @@ func (c *Console) Handler() http.Handler {
 	read("GET "+Path+"/approvals", c.approvalsPage)
 	read("GET "+Path+"/schedules", c.schedulesPage)
 	read("GET "+Path+"/replicas", c.replicasPage)
+	read("GET "+Path+"/proxmox", c.proxmoxPage)
 	read(Path+"/", func(w http.ResponseWriter, r *http.Request, s session) {
 		c.problem(w, r, s, http.StatusNotFound, "No such page", "There is no console page at "+r.URL.Path+".")
 	})

@@ -205,7 +205,7 @@ func TestWithoutCredentialsNothingButTheLoginForm(t *testing.T) {
 	bad := f.client("Authorization", "Bearer not-the-token-0123456789")
 	paths := []string{"/ui", "/ui/", "/ui/commands", "/ui/commands/secret-plan-42", "/ui/live/commands", "/ui/live/commands/secret-plan-42",
 		"/ui/live/replicas", "/ui/deadletters", "/ui/deadletters/1", "/ui/deadletters/1/replay", "/ui/deadletters/purge",
-		"/ui/repairs", "/ui/approvals", "/ui/schedules", "/ui/replicas", "/ui/nope"}
+		"/ui/repairs", "/ui/approvals", "/ui/schedules", "/ui/replicas", "/ui/proxmox", "/ui/nope"}
 	for _, c := range []*client{anon, bad} {
 		for _, p := range paths {
 			status, body := c.get(p)
@@ -474,7 +474,7 @@ func TestNeverShowsASecret(t *testing.T) {
 	seq := f.deadLetter(`{"id":"poison-1","note":"` + canary + `"}`)
 	c := f.client("Authorization", "Bearer "+testOperatorToken)
 	var all strings.Builder
-	for _, p := range []string{"/ui/commands", "/ui/commands/leaky", "/ui/deadletters", "/ui/deadletters/" + itoa(seq), "/ui/deadletters/" + itoa(seq) + "/replay", "/ui/replicas"} {
+	for _, p := range []string{"/ui/commands", "/ui/commands/leaky", "/ui/deadletters", "/ui/deadletters/" + itoa(seq), "/ui/deadletters/" + itoa(seq) + "/replay", "/ui/replicas", "/ui/proxmox"} {
 		status, body := c.get(p)
 		if status != http.StatusOK {
 			t.Errorf("GET %s: status %d", p, status)

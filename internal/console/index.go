@@ -230,6 +230,7 @@ type index struct {
 	byRef    map[string]*Command
 	order    []*Command // oldest first; evicted from the front
 	replicas map[string]*Replica
+	pve      []PVEEvent // Proxmox's own events, oldest first (proxmox.go)
 	version  uint64
 	next     uint64
 	lastSeq  uint64        // events-stream sequence of the newest event applied
@@ -258,6 +259,12 @@ func (ix *index) Version() uint64 {
 // are not a step, result or journal event of a command are ignored; so is an event at or
 // below the newest sequence applied (an ordered consumer's redelivery after a reset).
 func (ix *index) apply(seq uint64, ev events.Received) {
+	ix.mu.Lock()
+	pve := ix.applyPVE(ev)
+	ix.mu.Unlock()
+	if pve {
+		return
+	}
 	instance := strings.TrimPrefix(ev.Source, "urn:proxbus:")
 	var probe struct {
 		CommandID     string `json:"command_id"`

@@ -309,3 +309,34 @@ func TestTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestProxmoxEvents: Proxmox's own events are kept for the Proxmox page, newest first, and
+// never make a command of the index, also when they name one.
+func TestProxmoxEvents(t *testing.T) {
+	t.Parallel()
+	ix := newIndex(10)
+	em := events.NewEmitter(events.NewSubjects(""), "r1")
+	end := t0.Add(time.Minute)
+	for _, p := range []events.PVEPayload{
+		events.PVETask{EndpointID: 1, UPID: "UPID:a", Type: "qmstart", VMID: 100, User: "proxbus@pve!t", Status: events.PVETaskRunning, StartedAt: t0, ByProxbus: true, CommandID: "cmd-1"},
+		events.PVETask{EndpointID: 1, UPID: "UPID:b", Type: "vzdump", VMID: 101, User: "root@pam", Status: events.PVETaskError, ExitStatus: "job errors", StartedAt: t0, EndedAt: &end},
+		events.PVEGuest{EndpointID: 2, VMID: 100, Name: "web-01", Change: "migrated", From: "pve1", To: "pve2", At: end},
+	} {
+		m, err := em.PVEEvent(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := events.ParseEvent(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ix.apply(1, ev)
+	}
+	got := ix.PVEEvents()
+	if len(got) != 3 || got[0].What != "migrated pve1 → pve2" || got[1].What != "error: job errors" || got[2].Command != "cmd-1" || got[2].Subject != "qmstart 100" {
+		t.Errorf("events %+v", got)
+	}
+	if n := len(ix.order); n != 0 {
+		t.Errorf("%d commands indexed from Proxmox's events", n)
+	}
+}

@@ -22,7 +22,7 @@ import (
 )
 
 // pageNames are the templates under templates/, each parsed with layout.html.
-var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "schedules", "replicas"}
+var pageNames = []string{"login", "problem", "commands", "command", "deadletters", "deadletter", "confirm", "repairs", "approvals", "schedules", "replicas", "proxmox"}
 
 // parsePages parses every page with the layout and the shared fragments.
 func parsePages(funcs template.FuncMap) (map[string]*template.Template, error) {

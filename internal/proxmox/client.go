@@ -37,6 +37,8 @@ type Client struct {
 
 	resources *resourceReads // concurrent /cluster/resources reads, shared (ClusterResources)
 
+	watch *watchSlot // the running Watch (WaitTask waits on it); shared by Planning's copies
+
 	plan *Plan // non-nil: writes are recorded here, not sent (Planning)
 }
 
@@ -136,6 +138,7 @@ func NewClient(cfg EndpointConfig, secret Secret, opts ...ClientOption) (*Client
 		log:       log,
 		taskPoll:  o.taskPoll,
 		resources: &resourceReads{},
+		watch:     &watchSlot{},
 	}, nil
 }
 

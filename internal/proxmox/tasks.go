@@ -161,8 +161,11 @@ func progressHook(ctx context.Context) func(node, upid string, p TaskProgress) {
 	return fn
 }
 
-// WaitTask polls GET /nodes/{node}/tasks/{upid}/status until the task has stopped. It returns
-// nil when the exit status is "OK" or "WARNINGS: n", a *[TaskError] otherwise.
+// WaitTask waits until the task has stopped. It returns nil when the exit status is "OK" or
+// "WARNINGS: n", a *[TaskError] otherwise.
+//
+// While a [Client.Watch] of c runs, the watch wakes it and no status is polled (see there);
+// otherwise, or when the watch stops first, it polls GET /nodes/{node}/tasks/{upid}/status.
 //
 // The polls follow the client's curve. Adaptive (the default): the first poll is immediate,
 // then each pause lasts a twentieth of the time waited so far, at least 100 ms and at most
@@ -182,6 +185,11 @@ func progressHook(ctx context.Context) func(node, upid string, p TaskProgress) {
 func (c *Client) WaitTask(ctx context.Context, node, upid string) error {
 	if c.plan != nil && IsPlannedUPID(upid) {
 		return nil // a dry run's task never ran (see Planning)
+	}
+	if w := c.watching(); w != nil {
+		if watched, err := c.waitWatched(ctx, w, node, upid); watched {
+			return err
+		}
 	}
 	r := request{method: http.MethodGet, path: taskPath(node, upid) + "/status"}
 	curve, hook := c.curve(), progressHook(ctx)
@@ -299,6 +307,9 @@ func (c *Client) runTask(ctx context.Context, node string, r request) (string, e
 	}
 	if upid == "" {
 		return "", unreadable(r, errors.New("no task id in the answer"))
+	}
+	if w := c.watching(); w != nil {
+		w.note(ctx, upid)
 	}
 	taskStarted(ctx, node, upid)
 	return upid, c.WaitTask(ctx, node, upid)

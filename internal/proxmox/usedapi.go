@@ -26,6 +26,8 @@ func UsedAPI() []APIUse {
 		{Method: "DELETE", Path: "/storage/{storage}"},
 		{Method: "GET", Path: "/nodes/{node}/network", Params: []string{"type"}},
 		{Method: "POST", Path: "/nodes/{node}/status", Params: []string{"command"}},
+		{Method: "GET", Path: "/cluster/tasks"},
+		{Method: "GET", Path: "/nodes/{node}/tasks", Params: []string{"source", "since", "start", "limit"}},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/status"},
 		{Method: "GET", Path: "/nodes/{node}/tasks/{upid}/log", Params: []string{"start", "limit"}},
 		{Method: "DELETE", Path: "/nodes/{node}/tasks/{upid}"},

@@ -65,6 +65,7 @@ type cluster struct {
 	storages map[string]map[string]string // id → config without "storage", sensitive keys removed
 	guests   map[int64]*guest             // vmid → VM or container
 	tasks    []*task                      // every task, oldest first
+	active   map[string][]*task           // node → its active file (tasklist.go)
 	pid      int64                        // last worker pid handed out
 
 	storageStatus map[string]string       // "storage/node" → status in /cluster/resources (absent: available)

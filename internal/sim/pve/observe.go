@@ -3,6 +3,7 @@ package simpve
 import (
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
@@ -18,6 +19,8 @@ type RequestRecord struct {
 	Status int        // the status answered (or that would have been, when Dropped)
 	// Dropped is true when the connection was closed instead of answering.
 	Dropped bool
+	// At is when the simulator answered it.
+	At time.Time
 }
 
 // record appends to the request log; Server.mu is held.

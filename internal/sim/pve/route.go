@@ -41,6 +41,7 @@ func (s *Server) endpoints() map[string]endpoint {
 		"GET /version":           {perm: anyone, fn: s.getVersion},
 		"GET /nodes":             {perm: anyone, fn: s.getNodes},
 		"GET /cluster/resources": {perm: anyone, fn: s.getClusterResources},
+		"GET /cluster/tasks":     {perm: anyone, fn: s.getClusterTasks},
 		"GET /storage":           {perm: anyone, fn: s.getStorages},
 		"GET /storage/{storage}": {
 			perm: func(c *call) (string, string) { return "/storage/" + c.r.PathValue("storage"), privAllocate },
@@ -171,7 +172,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, use *proxmox.APIU
 	s.mu.Lock()
 	a := s.handle(r, use, ep, path, decoded, perr)
 	dropped := s.takeDrop(r.Method, use, path)
-	rec := RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped}
+	rec := RequestRecord{Method: r.Method, Path: path, Params: redactParams(params), Status: a.status, Dropped: dropped, At: time.Now()}
 	if use != nil {
 		rec.Route = use.Path
 	}

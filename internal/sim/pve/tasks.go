@@ -36,6 +36,8 @@ type task struct {
 	log func(frac float64) []string
 	// begun is when the task started; ended when it ended (zero while it runs).
 	begun, ended time.Time
+	// listed: the task has been written to its node's active file (tasklist.go).
+	listed bool
 	// what the task's clients asked: status polls, log reads, log lines answered, lines
 	// answered again (at or below logServedTo, the highest line number answered).
 	statusPolls, logReads, logLinesServed, logRereads, logServedTo int
@@ -106,6 +108,7 @@ func (s *Server) finishTask(t *task, at time.Time) {
 	if t.guest != nil && t.guest.task == t.upid {
 		t.guest.task, t.guest.lock = "", ""
 	}
+	s.nodeActive(t.node) // the worker's reaper rewrites the active file
 }
 
 // advance ends every task whose time has come (in end order) and brings rebooted nodes

@@ -11,6 +11,9 @@ var methods = map[string]Method{
 	"GET /cluster/status": {
 		Params: map[string]Schema{},
 	},
+	"GET /cluster/tasks": {
+		Params: map[string]Schema{},
+	},
 	"GET /nodes": {
 		Params: map[string]Schema{},
 	},
@@ -719,9 +722,11 @@ var methods = map[string]Method{
 	},
 	"GET /nodes/{node}/tasks": {
 		Params: map[string]Schema{
+			"limit":      {Type: "integer", Minimum: num(0), Optional: true},
 			"node":       {Type: "string", Format: "pve-node"},
 			"since":      {Type: "integer", Optional: true},
 			"source":     {Type: "string", Enum: []string{"archive", "active", "all"}, Optional: true},
+			"start":      {Type: "integer", Minimum: num(0), Optional: true},
 			"typefilter": {Type: "string", Optional: true},
 			"vmid":       {Type: "integer", Format: "pve-vmid", Minimum: num(100), Maximum: num(999999999), Optional: true},
 		},
