@@ -45,6 +45,7 @@ func (r *run) comments(out Outcome, upid string) string {
 		bullets = append(bullets, Bullet{"error_detail", detail})
 	}
 	bullets = append(bullets, r.prep.bullets...)
+	bullets = append(bullets, out.Bullets...)
 	var b strings.Builder
 	for _, bl := range bullets {
 		// One line per value: Markdown structure cannot be injected through it.

@@ -108,6 +108,9 @@ type Outcome struct {
 	UPID string
 	// Output is the verb's own payload, marshalled into the result's output.
 	Output any
+	// Bullets are the verb's journal bullets that only the outcome knows (a backup's volid and
+	// size), after the ones its input gives ([Spec.Describe]). Never a secret.
+	Bullets []Bullet
 }
 
 // journalKind is the NetBox journal kind for a terminal outcome (contract §6).

@@ -197,8 +197,13 @@ func backupCreated(in BackupInput, upid string, vol proxmox.BackupVolume) Outcom
 	if upid != "" {
 		output["upid"] = upid
 	}
+	var bullets []Bullet
+	if vol.VolID != "" {
+		bullets = append(bullets, Bullet{"volid", vol.VolID})
+	}
 	if vol.Size > 0 {
 		output["size_bytes"] = vol.Size
+		bullets = append(bullets, Bullet{"size_bytes", strconv.FormatInt(vol.Size, 10)})
 	}
-	return Outcome{Status: 201, Result: ResultCreated, UPID: upid, Output: output}
+	return Outcome{Status: 201, Result: ResultCreated, UPID: upid, Output: output, Bullets: bullets}
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -238,7 +239,7 @@ func TestVMBackupSameSecond(t *testing.T) {
 }
 
 // TestVMBackupJournal: a backup is journaled on the guest's NetBox VM as a success, with the
-// verb's bullets and the vzdump task.
+// verb's bullets, the vzdump task and the backup it made (volid, size).
 func TestVMBackupJournal(t *testing.T) {
 	t.Parallel()
 	e := backupEnv(t)
@@ -246,7 +247,8 @@ func TestVMBackupJournal(t *testing.T) {
 	if res.Status != 201 {
 		t.Fatalf("result %d %s %s", res.Status, res.Reason, res.Detail)
 	}
-	upid := decodeBackupOutput(t, res).UPID
+	out := decodeBackupOutput(t, res)
+	upid := out.UPID
 	found := 0
 	for _, je := range e.nb.JournalEntries() {
 		if je.ObjectType != "virtualization.virtualmachine" || je.ObjectID != 1 {
@@ -254,7 +256,8 @@ func TestVMBackupJournal(t *testing.T) {
 		}
 		found++
 		for _, want := range []string{"- verb: vm.backup", "- result: created", "- storage: pbs1", "- mode: snapshot",
-			"- notes_template: from {{node}}", "- protected: false", "- proxmox_task_upid: " + upid} {
+			"- notes_template: from {{node}}", "- protected: false", "- proxmox_task_upid: " + upid,
+			"- volid: " + out.VolID, fmt.Sprintf("- size_bytes: %d", out.SizeBytes)} {
 			if !strings.Contains(je.Comments, want) {
 				t.Errorf("journal comment lacks %q:\n%s", want, je.Comments)
 			}

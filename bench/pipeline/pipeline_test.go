@@ -74,8 +74,11 @@ func count(t *testing.T, r harness.Runner, n int) counted {
 }
 
 // startupProbes are the requests proxbus serve makes once at start to check its tokens
-// (GET /version of each endpoint, NetBox's GET /api/status/), not per command.
-var startupProbes = []string{"GET /api2/json/version", "GET /api/status/"}
+// (GET /version of each endpoint, NetBox's GET /api/status/), and the reads of its watch of
+// the endpoint's tasks and guests (contract §3a: per endpoint and interval, not per command;
+// bench/fleet counts them), none of them per command. storage.pbs.create locates no guest, so
+// every /cluster/resources read here is the watch's.
+var startupProbes = []string{"GET /api2/json/version", "GET /api/status/", "GET /api2/json/cluster/tasks", "GET /api2/json/cluster/resources"}
 
 // withoutStartup is c without the start-up probes.
 func withoutStartup(c map[string]int) map[string]int {
