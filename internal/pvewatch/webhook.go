@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/redact"
 )
 
 // WebhookPath is where PVE's webhook notification target posts.
@@ -81,6 +82,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n.Fields == nil {
 		n.Fields = map[string]any{}
 	}
+	scrubFields(n.Fields) // contract §8: a secret-named value never reaches the bus
 	m, err := h.Emitter.PVEEvent(events.PVENotification{EndpointID: ep, Severity: *n.Severity, Title: *n.Title,
 		Message: n.Message, Fields: n.Fields, Body: body})
 	if err == nil {
@@ -98,4 +100,23 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.WriteHeader(http.StatusAccepted)
+}
+
+// scrubFields replaces, in a notification's fields and everything nested in them, the value of
+// every secret-named member (password, secret, token) with redact.Placeholder.
+func scrubFields(v any) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, sub := range t {
+			if redact.IsSecretName(k) {
+				t[k] = redact.Placeholder
+				continue
+			}
+			scrubFields(sub)
+		}
+	case []any:
+		for _, sub := range t {
+			scrubFields(sub)
+		}
+	}
 }
