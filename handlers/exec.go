@@ -254,3 +254,22 @@ func (x *Exec) Unconfirmed(upid, detail string) error {
 // confirmPause is the first pause between the reads that look for an interrupted write's
 // effect; it doubles up to 2 s.
 const confirmPause = 250 * time.Millisecond
+
+// Read runs read, a read-only step of the verb (nothing it does changes Proxmox), as step: a
+// started step, then done, or an error step — with the refusal's detail when read found the
+// command bound to be refused (a refusal is an outcome: the verb answers it). An error is a
+// read that did not answer; the pipeline classifies it.
+func (x *Exec) Read(ctx context.Context, step string, read func(ctx context.Context) (*Outcome, error)) (*Outcome, error) {
+	x.Step(ctx, step, events.StepStarted, "", "")
+	refusal, err := read(ctx)
+	switch {
+	case err != nil:
+		x.Step(ctx, step, events.StepError, "", "")
+		return nil, err
+	case refusal != nil:
+		x.Step(ctx, step, events.StepError, "", refusal.Detail)
+		return refusal, nil
+	}
+	x.Step(ctx, step, events.StepDone, "", "")
+	return nil, nil
+}

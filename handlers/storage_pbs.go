@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/proxbus/proxbus/events"
 	"github.com/proxbus/proxbus/internal/proxmox"
 )
 
@@ -99,13 +98,13 @@ func validNamespace(s string) bool {
 
 // dispatchPBSStorage reads the cluster's storages and creates the PBS storage when absent.
 func dispatchPBSStorage(ctx context.Context, x *Exec, in PBSStorageInput) (Outcome, error) {
-	x.Step(ctx, "read_storage", events.StepStarted, "", "")
-	storages, err := x.Proxmox.Storages(ctx)
-	if err != nil {
-		x.Step(ctx, "read_storage", events.StepError, "", "")
+	var storages []proxmox.StorageConfig
+	if _, err := x.Read(ctx, "read_storage", func(ctx context.Context) (_ *Outcome, err error) {
+		storages, err = x.Proxmox.Storages(ctx)
+		return nil, err
+	}); err != nil {
 		return Outcome{}, err
 	}
-	x.Step(ctx, "read_storage", events.StepDone, "", "")
 	for _, existing := range storages {
 		if existing["storage"] != in.Storage {
 			continue

@@ -98,21 +98,24 @@ func VMBackup() Verb {
 // backup it made.
 func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error) {
 	g := in.guest
-	x.Step(ctx, "check_storage", events.StepStarted, "", "")
-	if _, err := x.Proxmox.CheckBackupStorage(ctx, in.Storage, g.Node); err != nil {
+	refusal, err := x.Read(ctx, "check_storage", func(ctx context.Context) (*Outcome, error) {
+		_, err := x.Proxmox.CheckBackupStorage(ctx, in.Storage, g.Node)
 		var refused *proxmox.BackupStorageError
 		if errors.As(err, &refused) {
-			x.Step(ctx, "check_storage", events.StepError, "", refused.Why)
-			return Outcome{Status: 409, Result: ResultRefused, Reason: ReasonBackupStorageUnavailable, Fields: []string{"storage"},
+			return &Outcome{Status: 409, Result: ResultRefused, Reason: ReasonBackupStorageUnavailable, Fields: []string{"storage"},
 				Detail: "storage: " + refused.Why}, nil
 		}
-		x.Step(ctx, "check_storage", events.StepError, "", "")
+		return nil, err
+	})
+	switch {
+	case err != nil:
 		return Outcome{}, err
+	case refusal != nil:
+		return *refusal, nil
 	}
-	x.Step(ctx, "check_storage", events.StepDone, "", "")
 	req := proxmox.BackupRequest{Storage: in.Storage, Mode: in.Mode, Compress: in.Compress, NotesTemplate: in.NotesTemplate, Protected: in.Protected}
 	var upid string
-	_, err := x.Write(ctx, "backup_vm", "vzdump of "+strconv.FormatInt(g.VMID, 10)+" into "+in.Storage, func(ctx context.Context) (Sent, error) {
+	_, err = x.Write(ctx, "backup_vm", "vzdump of "+strconv.FormatInt(g.VMID, 10)+" into "+in.Storage, func(ctx context.Context) (Sent, error) {
 		var err error
 		upid, err = x.Proxmox.Backup(ctx, g, req)
 		return Sent{UPID: upid}, err

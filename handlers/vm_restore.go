@@ -184,17 +184,13 @@ func findArchive(ctx context.Context, c *proxmox.Client, inv []proxmox.StorageSt
 // dispatchRestore reads again what the restore depends on (the command may have waited) and
 // refuses what it can tell PVE would refuse, then restores.
 func dispatchRestore(ctx context.Context, x *Exec, in RestoreInput) (Outcome, error) {
-	x.Step(ctx, stepCheckRestore, events.StepStarted, "", "")
-	refusal, err := checkRestore(ctx, x.Proxmox, &in)
+	refusal, err := x.Read(ctx, stepCheckRestore, func(ctx context.Context) (*Outcome, error) { return checkRestore(ctx, x.Proxmox, &in) })
 	switch {
 	case err != nil:
-		x.Step(ctx, stepCheckRestore, events.StepError, "", "")
 		return Outcome{}, err
 	case refusal != nil:
-		x.Step(ctx, stepCheckRestore, events.StepError, "", refusal.Detail)
 		return *refusal, nil
 	}
-	x.Step(ctx, stepCheckRestore, events.StepDone, "", "")
 	req := proxmox.RestoreRequest{Archive: in.Archive, Type: in.restoreType(), VMID: in.VMID, Node: in.TargetNode, Storage: in.Storage,
 		Unique: in.Unique, Start: in.Start, Force: in.Force, BandwidthLimitKiB: in.BandwidthLimitKiB}
 	var upid string
