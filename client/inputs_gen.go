@@ -116,7 +116,8 @@ type ScheduleAdd struct {
 	Verb string `json:"verb"`
 	// EndpointID: The endpoint the fired commands name (`endpointid`). Required.
 	EndpointID int64 `json:"endpoint_id"`
-	// Data: The fired commands' data, valid for `verb`; no secret field (422 `secret_not_sealed`).
+	// Data: The fired commands' data, valid for `verb`; its secret fields sealed (a plain one is 422
+	// `secret_not_sealed`).
 	Data json.RawMessage `json:"data,omitempty"`
 	// Window: Go duration, 1s–24h (default `15m`); a firing that cannot start within it of its
 	// firing time is 410 `command_expired`.
