@@ -198,8 +198,9 @@ func (d *decider) published() []*planned {
 type approvalCounts struct {
 	sent, approved, rejected, early, refused, skipped int
 	withReason                                        int
-	// slowest is the longest time from a taken decision's answer to its command's answer (when
-	// the command was answered after it): a decision takes effect within seconds (§4b).
+	// slowest is the longest time from a taken decision's answer to its command's answer, for
+	// decisions the command was waiting for (not early ones): a decision takes effect within
+	// seconds (§4b).
 	slowest time.Duration
 }
 
@@ -263,7 +264,9 @@ func (rep *report) checkApprovals(plan []*planned, c *collected, attr map[string
 		if ta == nil {
 			continue
 		}
-		rep.approvals.slowest = max(rep.approvals.slowest, ta.at.Sub(a.at))
+		if !out.Early {
+			rep.approvals.slowest = max(rep.approvals.slowest, ta.at.Sub(a.at))
+		}
 		r, ws := ta.res, attr[t.cmd.ID]
 		who := fmt.Sprintf("%s %s (%s by %s at %s)", t.cmd.Verb, t.cmd.ID, strings.TrimPrefix(p.cmd.Verb, "command."), p.cmd.ID,
 			a.at.Format("15:04:05.000"))
