@@ -152,9 +152,13 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	}
 	pb.before = dec.before
 	decCtx, stopDecider := context.WithCancel(ctx)
-	defer stopDecider()
-	decErr := make(chan error, 1)
-	go func() { decErr <- dec.run(decCtx) }()
+	decDone := make(chan struct{})
+	var decErr error
+	go func() {
+		defer close(decDone)
+		decErr = dec.run(decCtx)
+	}()
+	defer func() { stopDecider(); <-decDone }()
 	// withDecisions is the plan and the decisions published so far.
 	withDecisions := func() []*planned { return append(slices.Clone(plan), dec.published()...) }
 	loadDur := time.Duration(float64(cfg.commands) / cfg.rate * float64(time.Second))
@@ -220,7 +224,8 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	}
 	settle()
 	stopDecider()
-	if err := <-decErr; err != nil {
+	<-decDone
+	if err := decErr; err != nil {
 		logf("soak: decider: %v", err)
 		keep = true
 		return 2
