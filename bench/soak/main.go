@@ -12,7 +12,12 @@
 // the NATS fault is a SIGKILL of the leader of PROXBUS_COMMANDS, of PROXBUS_EVENTS and of the
 // JetStream meta layer during the load (--cluster-kills); commands come from three producers
 // (nats.go binary mode, and the CloudEvents Go SDK's JetStream binding in binary and in
-// structured mode), and a share of them (--hot-share) acts on two guests only.
+// structured mode), and a share of them (--hot-share) acts on two guests only, one of which
+// it migrates between the nodes.
+//
+// The endpoint lists verbs that need a second person (--approval); a decider approves or
+// rejects each of their commands, some before the command arrives, the others while it waits,
+// and the checks judge that every taken decision was honoured.
 //
 // go -C bench run ./soak [--short] [--cluster] [--commands N] …
 package main
@@ -119,7 +124,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.serverDown, "server-down", 3*time.Second, "--cluster: how long a killed NATS server stays down")
 	producerList := fs.String("producers", "", "publishers of the load, comma-separated: "+strings.Join(producerNames, ", ")+
 		" (default nats.go only; --cluster: all three)")
-	fs.Float64Var(&c.hotShare, "hot-share", 0, "share of the load drawn as power and snapshot commands on the two hot guests (--cluster: 0.25)")
+	fs.Float64Var(&c.hotShare, "hot-share", 0, "share of the load drawn as power, snapshot and migrate commands on the two hot guests (--cluster: 0.25)")
 	approvalList := fs.String("approval", defaultApprovalVerbs, "verbs that need a second person on the soak's endpoint, comma-separated; the soak approves three in four of their commands and rejects the others (\"\": none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
