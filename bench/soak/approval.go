@@ -201,7 +201,8 @@ type approvalCounts struct {
 	// slowest is the longest time from a taken decision's answer to its command's answer, for
 	// decisions the command was waiting for (not early ones): a decision takes effect within
 	// seconds (§4b).
-	slowest time.Duration
+	slowest   time.Duration
+	slowestOf string // the command of slowest
 }
 
 // firstAnswer is the earliest first-hand result of rs (nil: none).
@@ -264,8 +265,8 @@ func (rep *report) checkApprovals(plan []*planned, c *collected, attr map[string
 		if ta == nil {
 			continue
 		}
-		if !out.Early {
-			rep.approvals.slowest = max(rep.approvals.slowest, ta.at.Sub(a.at))
+		if d := ta.at.Sub(a.at); !out.Early && d > rep.approvals.slowest {
+			rep.approvals.slowest, rep.approvals.slowestOf = d, t.cmd.ID
 		}
 		r, ws := ta.res, attr[t.cmd.ID]
 		who := fmt.Sprintf("%s %s (%s by %s at %s)", t.cmd.Verb, t.cmd.ID, strings.TrimPrefix(p.cmd.Verb, "command."), p.cmd.ID,

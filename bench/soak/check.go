@@ -387,7 +387,7 @@ func (rep *report) print(w io.Writer) {
 	a := rep.approvals
 	fmt.Fprintf(w, "%-44s %d sent (%d taken: %d approved, %d rejected, %d early, %d with a reason; %d refused), %d not sent (answered before)\n",
 		"  approval decisions", a.sent, a.approved+a.rejected, a.approved, a.rejected, a.early, a.withReason, a.refused, a.skipped)
-	fmt.Fprintf(w, "%-44s %s\n", "  slowest waited-for decision → answer", a.slowest.Round(time.Millisecond))
+	fmt.Fprintf(w, "%-44s %s %s\n", "  slowest waited-for decision → answer", a.slowest.Round(time.Millisecond), a.slowestOf)
 	listSome(w, "duplicate Proxmox writes", rep.dupWrites)
 	listSome(w, "journal entries still in_progress", rep.inProgress)
 	listSome(w, "dead letters of commands that wrote/finished", rep.deadDone)
