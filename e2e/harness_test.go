@@ -268,15 +268,25 @@ func (e *env) steps(cmd events.Command) []events.Step {
 // streamMessages returns every message of a stream matching filter.
 func (e *env) streamMessages(stream, filter string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
+	out, err := e.streamMessagesNow(stream, filter)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+// streamMessagesNow is streamMessages reporting an error instead of failing the test: a
+// cluster that lost a server may be electing the stream's leader.
+func (e *env) streamMessagesNow(stream, filter string) ([]*jetstream.RawStreamMsg, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s, err := e.nats.JS.Stream(ctx, stream)
 	if err != nil {
-		e.t.Fatalf("stream %s: %v", stream, err)
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		e.t.Fatalf("stream info: %v", err)
+		return nil, fmt.Errorf("stream %s info: %w", stream, err)
 	}
 	var out []*jetstream.RawStreamMsg
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
@@ -288,7 +298,7 @@ func (e *env) streamMessages(stream, filter string) []*jetstream.RawStreamMsg {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func subjectMatches(filter, subject string) bool {

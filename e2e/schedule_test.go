@@ -41,20 +41,35 @@ func TestScheduledBackupsSurviveServerAndReplicaLoss(t *testing.T) {
 	if res := e.send(add); res.Status != 201 {
 		t.Fatalf("schedule.add: %d %s %s", res.Status, res.Reason, res.Detail)
 	}
-	firings := func() map[string][]events.Result {
+	// firings are the firings' results; while the cluster elects a leader they may not be
+	// readable (ok false)
+	firingsNow := func() (map[string][]events.Result, bool) {
+		msgs, err := e.streamMessagesNow(e.subjects.EventsStream(), e.subjects.EventsFilter())
+		if err != nil {
+			t.Logf("events not readable yet: %v", err)
+			return nil, false
+		}
 		out := map[string][]events.Result{}
-		for _, res := range e.allResults() {
-			for _, r := range res {
-				if r.CommandSource == events.ScheduleSource("often") {
-					out[r.CommandID] = append(out[r.CommandID], r)
-				}
+		for _, raw := range msgs {
+			var res events.Result
+			if ev, err := events.ParseEvent(raw.Data); err != nil || !strings.HasSuffix(raw.Subject, ".result") || json.Unmarshal(ev.Data, &res) != nil {
+				continue
+			}
+			if res.CommandSource == events.ScheduleSource("often") {
+				out[res.CommandID] = append(out[res.CommandID], res)
 			}
 		}
+		return out, true
+	}
+	firings := func() map[string][]events.Result {
+		t.Helper()
+		var out map[string][]events.Result
+		eventually(t, 60*time.Second, "the events stream readable", func() bool { var ok bool; out, ok = firingsNow(); return ok })
 		return out
 	}
 	atLeast := func(n int, what string) {
 		t.Helper()
-		eventually(t, 60*time.Second, what, func() bool { return len(firings()) >= n })
+		eventually(t, 60*time.Second, what, func() bool { f, ok := firingsNow(); return ok && len(f) >= n })
 	}
 	atLeast(3, "three firings")
 

@@ -54,12 +54,13 @@ func (r *run) dryRun(ctx context.Context) move {
 
 // plan runs the verb with a Proxmox client that records its writes instead of sending them
 // and returns what it found. An error is one that is not the command's outcome (a dependency
-// unreachable, a failed attempt): nothing can be planned now.
+// unreachable, a failed attempt): nothing can be planned now. Like a real dispatch, it follows
+// a guest that moved since it was located (r.dispatch).
 func (r *run) plan(ctx context.Context) (Plan, error) {
 	plan := &proxmox.Plan{}
 	x := r.exec(nil, store.Progress{})
 	x.Proxmox, x.plan = r.client.Planning(plan), plan
-	out, err := r.prep.dispatch(ctx, x)
+	out, err := r.dispatch(ctx, x)
 	p := Plan{Writes: plan.Writes()}
 	switch {
 	case len(p.Writes) > 0 && (err != nil || out.Status >= 300):

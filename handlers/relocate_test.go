@@ -131,3 +131,34 @@ func TestWaitedCommandLocatesAgain(t *testing.T) {
 		t.Errorf("output %s (%v), want a vzdump task on pve1", res.Output, err)
 	}
 }
+
+// TestPlanActsWhereTheGuestIsNow pins that a dry run (and so the preflight of a command that
+// needs approval, which runs the same plan) follows a guest migrated away between its locate and
+// its reads: the plan is made on the guest's new node. Without it a dry run of a snapshot of
+// VM 102 planned 404 vm_not_found, and an approval command was refused vm_not_found by its
+// preflight (the soak's seed 3: a vm.snapshot.delete queued behind a migration).
+func TestPlanActsWhereTheGuestIsNow(t *testing.T) {
+	t.Parallel()
+	e := newRTEnv(t)
+	var once sync.Once
+	e.pveLog.after = func(line string) {
+		if strings.HasPrefix(line, "GET /api2/json/cluster/resources") {
+			once.Do(func() {
+				simCall(t, e.pve, "POST", "/nodes/pve3/qemu/102/migrate", url.Values{"target": {"pve1"}, "online": {"1"}})
+			})
+		}
+	}
+	cmd := events.Command{ID: "plan-moved", Source: "/test/plan", Type: events.TypePrefix + "vm.snapshot.create", Verb: "vm.snapshot.create",
+		EndpointID: 1, HasEndpointID: true, DryRun: true, Data: json.RawMessage(`{"vm":102,"snapshot":"planned"}`)}
+	if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
+		t.Fatalf("decision %+v, want done", d)
+	}
+	res := e.pub.result(t, cmd.ID)
+	var out PlanOutput
+	if err := json.Unmarshal(res.Output, &out); err != nil || res.Status != 200 || res.Result != ResultPlanned {
+		t.Fatalf("result %d %s %s (%s): %v", res.Status, res.Result, res.Reason, res.Output, err)
+	}
+	if o := out.Plan.Outcome; o == nil || o.Status != 201 || len(out.Plan.Writes) != 1 || !strings.HasPrefix(out.Plan.Writes[0].Path, "/nodes/pve1/") {
+		t.Errorf("plan %+v (outcome %+v), want 201 created with its write on pve1", out.Plan, out.Plan.Outcome)
+	}
+}

@@ -46,6 +46,10 @@ type report struct {
 	mismatches     []string // answers the simulator's final state contradicts, or another command's answer
 	decided        int      // answers the final state could judge
 	deadDone       []string // dead letters of commands that wrote or finished
+
+	// The checks of checkApprovals.
+	approvals     approvalCounts
+	approvalWrong []string // decisions not honoured, or a rejection nobody made
 }
 
 // spans reports whether a restart of Redis happened between from and to.
@@ -350,7 +354,8 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 // failed reports whether any of the zeros is not zero.
 func (rep *report) failed() bool {
 	return len(rep.lost) > 0 || len(rep.multiple) > 0 || len(rep.dupWrites) > 0 || len(rep.inProgress) > 0 || len(rep.leaks) > 0 ||
-		len(rep.firstHandNot1) > 0 || len(rep.notExecuted) > 0 || len(rep.mismatches) > 0 || len(rep.deadDone) > 0
+		len(rep.firstHandNot1) > 0 || len(rep.notExecuted) > 0 || len(rep.mismatches) > 0 || len(rep.deadDone) > 0 ||
+		len(rep.approvalWrong) > 0
 }
 
 func listSome(w io.Writer, title string, items []string) {
@@ -384,6 +389,11 @@ func (rep *report) print(w io.Writer) {
 	fmt.Fprintf(w, "%-44s %d\n", "  503 attempts_exhausted answers in all", rep.notExecutedAll)
 	listSome(w, "answers contradicted by the Proxmox state", rep.mismatches)
 	fmt.Fprintf(w, "%-44s %d\n", "  answers the final state could judge", rep.decided)
+	listSome(w, "approval decisions not honoured", rep.approvalWrong)
+	a := rep.approvals
+	fmt.Fprintf(w, "%-44s %d sent (%d taken: %d approved, %d rejected, %d early, %d with a reason; %d refused), %d not sent (answered before)\n",
+		"  approval decisions", a.sent, a.approved+a.rejected, a.approved, a.rejected, a.early, a.withReason, a.refused, a.skipped)
+	fmt.Fprintf(w, "%-44s %s %s\n", "  slowest waited-for decision → answer", a.slowest.Round(time.Millisecond), a.slowestOf)
 	listSome(w, "duplicate Proxmox writes", rep.dupWrites)
 	listSome(w, "journal entries still in_progress", rep.inProgress)
 	listSome(w, "dead letters of commands that wrote/finished", rep.deadDone)
@@ -648,6 +658,26 @@ func attribute(recs []writeRec, tasks []simpve.TaskInfo, plan []*planned, c *col
 	return out
 }
 
+// judgeNotFound judges a 404 vm_not_found answer of p (see judge): whether it could be judged,
+// and why it is contradicted.
+func judgeNotFound(p *planned, effective map[string][]written, fs finalState, pub time.Time) (bool, string) {
+	d, ok := parseCmdData(p)
+	if !ok {
+		return false, ""
+	}
+	vm, err := d.VM.Int64()
+	if err != nil {
+		return false, ""
+	}
+	if !fs.guests[vm] {
+		return true, ""
+	}
+	if slices.ContainsFunc(effective["vm:"+strconv.FormatInt(vm, 10)], func(w written) bool { return !w.rec.At.Before(pub) }) {
+		return false, "" // its provision wrote after p was published: it may not have existed yet
+	}
+	return true, fmt.Sprintf("guest %d exists (on %s) and was not created after the command", vm, fs.nodes[vm])
+}
+
 // finalState is what the Proxmox simulator holds at the end, for the resources of the plan.
 type finalState struct {
 	snapshots map[int64]map[string]bool // guest → its snapshot names
@@ -908,8 +938,17 @@ func sameBackup(volids map[string]*planned, p *planned, a resultEv) string {
 //   - vm.delete ok/already_absent → the guest does not exist at the end, unless its provision
 //     wrote after p was published (then it is not judged).
 //
+// A 404 vm_not_found of any command naming a guest (a read too) is contradicted when the
+// guest exists at the end and nothing created it after p was published (a guest that moved
+// meanwhile still existed: it is to be found where it is).
+//
 // Power successes are not judged: later commands change the guest's state.
 func judge(p *planned, a resultEv, ws []written, effective map[string][]written, fs finalState, pub time.Time) (bool, string) {
+	if a.res.Reason == "vm_not_found" {
+		if decided, wrong := judgeNotFound(p, effective, fs, pub); wrong != "" {
+			return decided, wrong
+		}
+	}
 	res, _ := planResource(p)
 	if res == "" {
 		return false, ""

@@ -701,6 +701,14 @@ func TestJudge(t *testing.T) {
 		{"migrate ok, guest gone and nothing deleted it", migrate, ans(200, "ok", ""), nil, nil, gone, true, true},
 		{"migrate 409 precondition failed", migrate, ans(409, "refused", "migration_precondition_failed"), nil, nil, onNode("pve1"), true, false},
 		{"migrate 404 that wrote", migrate, ans(404, "refused", "vm_not_found"), []written{migW("pve2", -5, true)}, nil, gone, true, true},
+		{"404 vm_not_found of a guest that exists", cmd("c", "vm.start", `{"vm":1001}`, ""), ans(404, "refused", "vm_not_found"), nil, nil,
+			onNode("pve3"), true, true},
+		{"404 vm_not_found of a read, the guest exists", cmd("c", "vm.config.get", `{"vm":1001}`, ""), ans(404, "refused", "vm_not_found"), nil, nil,
+			onNode("pve3"), true, true},
+		{"404 vm_not_found by name, the guest exists", migrate, ans(404, "refused", "vm_not_found"), nil, nil, onNode("pve1"), true, true},
+		{"404 vm_not_found, provisioned after", migrate, ans(404, "refused", "vm_not_found"), nil,
+			map[string][]written{"vm:1001": {w("vm:1001", "/nodes/pve1/qemu/9000/clone", 5, true)}}, onNode("pve1"), true, false},
+		{"404 vm_not_found, the guest is gone", migrate, ans(404, "refused", "vm_not_found"), nil, nil, gone, true, false},
 		{"migrate 502 whose migration took effect", migrate, ans(502, "failed", "proxmox_write_unconfirmed"), []written{migW("pve2", -5, true)},
 			nil, onNode("pve2"), true, true},
 		{"delete ok, gone", vmDelete, ans(200, "ok", ""), []written{stopW, destroyW}, nil, gone, true, false},
@@ -864,7 +872,7 @@ func TestClusterLoad(t *testing.T) {
 func TestSDKEvent(t *testing.T) {
 	t.Parallel()
 	c := events.Command{ID: "c1", Source: soakSource, Verb: "vm.start", Type: "proxbus.vm.start", EndpointID: 1, HasEndpointID: true,
-		IdempotencyKey: "k1", Actor: "soak", Data: []byte(`{"vm":100}`)}
+		IdempotencyKey: "k1", Actor: "soak", Data: []byte(`{"vm":100}`), Expires: time.Date(2026, 1, 2, 3, 4, 5, 6e8, time.UTC)}
 	ev, err := sdkEvent(c)
 	if err != nil {
 		t.Fatal(err)
@@ -873,7 +881,7 @@ func TestSDKEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{`"id":"c1"`, `"endpointid":1`, `"idempotencykey":"k1"`, `"actor":"soak"`, `"data":{"vm":100}`} {
+	for _, want := range []string{`"id":"c1"`, `"endpointid":1`, `"idempotencykey":"k1"`, `"actor":"soak"`, `"expires":"2026-01-02T03:04:05.6Z"`, `"data":{"vm":100}`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("structured event %s lacks %s", b, want)
 		}

@@ -129,6 +129,9 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 	endpoints := filepath.Join(dir, "endpoints.yaml")
 	yaml := fmt.Sprintf("endpoints:\n  - id: 1\n    name: lab\n    urls: [%q]\n    token_id: %q\n    token_secret_env: %s\n"+
 		"    max_parallel: 8\n    timeout: 10s\n", pveURL, pveTokenID, secretEnvVar)
+	if len(cfg.approval) > 0 {
+		yaml += fmt.Sprintf("    approval: {verbs: [%s]}\n", strings.Join(cfg.approval, ", "))
+	}
 	if err := os.WriteFile(endpoints, []byte(yaml), 0o600); err != nil {
 		return e, fmt.Errorf("endpoints file: %w", err)
 	}

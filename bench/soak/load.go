@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -28,6 +29,9 @@ type planned struct {
 	// expiresIn, when set, is the command's expires attribute, counted from its publication: a
 	// command on a busy guest that may expire while it waits (answered 410, writing nothing).
 	expiresIn time.Duration
+	// decision, for a command.approve or command.reject of the soak's decider, is what it
+	// decides (nil for every other command).
+	decision *decisionRef
 }
 
 // producerName is p's producer ("natsgo" when none was drawn).
@@ -59,7 +63,15 @@ var (
 	powerVerbs  = []string{"vm.start", "vm.stop", "vm.reboot", "vm.suspend", "vm.resume"}
 	// hotGuests are the two guests the --hot-share of the load acts on (a VM and a
 	// container), so that commands queue for a busy guest's lease.
-	hotGuests = []int64{100, 200}
+	hotGuests = []int64{102, 200}
+	// hotMigrants are the hot guests the hot share also migrates between the nodes: VM 102,
+	// whose disk and snapshots are on shared storage (ceph), so that Proxmox moves it, live
+	// while it runs. (Container 200's root disk and snapshots are on local-lvm, which PVE
+	// cannot migrate: "non-migratable snapshot exists".) Power, snapshot and backup commands
+	// queued behind such a migration must act where the guest is then.
+	hotMigrants = []int64{102}
+	// hotHome is where each of hotMigrants starts in the demo scenario.
+	hotHome = map[int64]string{102: "pve3"}
 	// migrateGuests are the shared guests vm.migrate moves (besides the soak's own VMs): 103
 	// and 104 (both named "dup", with local disks and no snapshots; no other verb of the mix
 	// uses them, so no command of another verb can find them moved) and 101 (PCI and USB
@@ -115,6 +127,9 @@ type generator struct {
 	// rots are the PBS storages the plan creates to rotate (storage.pbs.update) and retire
 	// (storage.pbs.delete); no other command names them.
 	rots []rotStorage
+	// hotAt is the node each of hotMigrants is on once the migrations drawn so far ran in
+	// order: a hot migration draws another node, so that it moves the guest.
+	hotAt map[int64]string
 	// twin is a second vm.backup of the guest and storage of the backup just drawn, with
 	// another compression, published right after it: two backups of one guest within a second
 	// (each must answer its own volume); nil when none is due.
@@ -142,7 +157,7 @@ type ownVM struct {
 
 func newGenerator(seed uint64, run, canary string, reuseSpan int) *generator {
 	return &generator{rnd: rand.New(rand.NewPCG(seed, seed^0x5eed)), run: run, canary: canary, vmid: firstNewVMID,
-		deleted: map[int64]bool{}, reuseSpan: max(reuseSpan, 1), producers: []string{producerNATSGo}, prnd: rand.New(rand.NewPCG(seed^0x9d0c, seed))}
+		deleted: map[int64]bool{}, hotAt: maps.Clone(hotHome), reuseSpan: max(reuseSpan, 1), producers: []string{producerNATSGo}, prnd: rand.New(rand.NewPCG(seed^0x9d0c, seed))}
 }
 
 // withLoad sets the hot-guest share and the producers (nil: nats.go only) and returns g.
@@ -242,23 +257,39 @@ func (g *generator) next() *planned {
 	return p
 }
 
-// hot fills p with a command on one of the hot guests: a power verb (70%), a snapshot create
-// (20%) or the delete of a snapshot made on a hot guest (10%, a create when there is none).
-// One in five expires a second after its publication: bursts of expiries on a busy guest.
+// hot fills p with a command on one of the hot guests: a power verb (60%), a snapshot create
+// (18%), the delete of a snapshot made on a hot guest (10%, a create when there is none) or a
+// migration of a hot migrant to another node (12%). One in five expires a second after its
+// publication: bursts of expiries on a busy guest.
 func (g *generator) hot(id string, p *planned) {
 	vm := hotGuests[g.rnd.IntN(len(hotGuests))]
 	if g.rnd.Float64() < 0.2 {
 		p.expiresIn = time.Second
 	}
 	switch r := g.rnd.Float64(); {
-	case r < 0.70:
+	case r < 0.60:
 		i := slices.IndexFunc(powerGuests, func(pg powerGuest) bool { return pg.vmid == vm })
 		p.cmd, p.guest, p.ops = g.powerOn(id, powerGuests[i])
-	case r < 0.90:
+	case r < 0.78:
 		p.cmd = g.snapshotCreateOn(id, vm)
-	default:
+	case r < 0.88:
 		p.cmd = g.snapshotDeleteOf(id, func(s snapRef) bool { return slices.Contains(hotGuests, s.vmid) })
+	default:
+		p.cmd = g.hotMigrate(id)
+		p.guest, p.ops = guestOps(p.cmd.Verb, string(p.cmd.Data))
 	}
+}
+
+// hotMigrate migrates one of hotMigrants to a node other than the one the earlier
+// migrations of the plan left it on (online, with_local_disks for the form: its disks are
+// shared).
+func (g *generator) hotMigrate(id string) events.Command {
+	vm := hotMigrants[g.rnd.IntN(len(hotMigrants))]
+	others := slices.DeleteFunc(slices.Clone(pveNodes), func(n string) bool { return n == g.hotAt[vm] })
+	target := others[g.rnd.IntN(len(others))]
+	g.hotAt[vm] = target
+	data := fmt.Sprintf(`{"vm":%d,"target_node":%q,"with_local_disks":true}`, vm, target)
+	return g.command(id, "vm.migrate", data, g.maybeGroup("vm.migrate", data, ""))
 }
 
 func (g *generator) command(id, verb, data, key string) events.Command {
@@ -518,8 +549,8 @@ func (g *generator) rotation(id string) events.Command {
 var rotFingerprints = []string{fingerprintOK,
 	"11:22:33:44:55:66:77:88:99:00:AA:BB:CC:DD:EE:FF:11:22:33:44:55:66:77:88:99:00:AA:BB:CC:DD:EE:FF"}
 
-// backup backs a shared power guest up (those never move, so the backup runs on the node the
-// command found it on): into the first PBS storage the plan creates (half of the time, once
+// backup backs a shared power guest up (with hot migrations, VM 102 moves: a backup queued
+// behind its migration must run on the node it is on then): into the first PBS storage the plan creates (half of the time, once
 // one is planned; 409 backup_storage_unavailable while its create has not run), into the next
 // PBS storage id, which no create may have made yet (a fifth), else into the demo cluster's
 // "local" directory storage (content backup on every node).
@@ -621,10 +652,11 @@ func (g *generator) poison(id string) *poison {
 	}
 }
 
-// onHotGuest reports whether p is a power or snapshot command on one of the hot guests.
+// onHotGuest reports whether p is a power, snapshot or migrate command on one of the hot
+// guests.
 func (p *planned) onHotGuest() bool {
 	switch {
-	case p.cmd.Verb == "vm.snapshot.create", p.cmd.Verb == "vm.snapshot.delete":
+	case p.cmd.Verb == "vm.snapshot.create", p.cmd.Verb == "vm.snapshot.delete", p.cmd.Verb == "vm.migrate":
 	case !isPowerVerb(p.cmd.Verb):
 		return false
 	}

@@ -12,7 +12,12 @@
 // the NATS fault is a SIGKILL of the leader of PROXBUS_COMMANDS, of PROXBUS_EVENTS and of the
 // JetStream meta layer during the load (--cluster-kills); commands come from three producers
 // (nats.go binary mode, and the CloudEvents Go SDK's JetStream binding in binary and in
-// structured mode), and a share of them (--hot-share) acts on two guests only.
+// structured mode), and a share of them (--hot-share) acts on two guests only, one of which
+// it migrates between the nodes.
+//
+// The endpoint lists verbs that need a second person (--approval); a decider approves or
+// rejects each of their commands, some before the command arrives, the others while it waits,
+// and the checks judge that every taken decision was honoured.
 //
 // go -C bench run ./soak [--short] [--cluster] [--commands N] …
 package main
@@ -73,6 +78,10 @@ type config struct {
 	// producerNames); hotShare is the share of the load drawn on the two hot guests.
 	producers []string
 	hotShare  float64
+	// approval lists the verbs whose commands need a second person on the soak's endpoint
+	// (its endpoints file's approval: {verbs: …}); the soak's decider approves or rejects
+	// every such command (none: no decider).
+	approval []string
 }
 
 // Defaults that depend on the mode (--cluster) and on --short, unless the flag is given.
@@ -94,7 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of the load generator")
 	fs.IntVar(&c.replicas, "replicas", 3, "proxbus serve replicas")
 	fs.IntVar(&c.concurrency, "concurrency", 4, "--concurrency of each replica")
-	fs.IntVar(&c.maxAckPending, "max-ack-pending", 0, "--max-ack-pending of each replica (0: --concurrency; replicas × concurrency lets each replica hold messages ahead of its workers)")
+	fs.IntVar(&c.maxAckPending, "max-ack-pending", 0, "--max-ack-pending of each replica (0: --concurrency, or replicas × concurrency with --approval verbs; replicas × concurrency lets each replica hold messages ahead of its workers)")
 	fs.DurationVar(&c.leaseTTL, "lease-ttl", 3*time.Second, "--lease-ttl of each replica")
 	fs.DurationVar(&c.ackWait, "ack-wait", 4*time.Second, "--ack-wait of each replica")
 	fs.IntVar(&c.maxAttempts, "max-attempts", 8, "--max-attempts of each replica (--max-deliver where proxbus has no --max-attempts)")
@@ -115,7 +124,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.serverDown, "server-down", 3*time.Second, "--cluster: how long a killed NATS server stays down")
 	producerList := fs.String("producers", "", "publishers of the load, comma-separated: "+strings.Join(producerNames, ", ")+
 		" (default nats.go only; --cluster: all three)")
-	fs.Float64Var(&c.hotShare, "hot-share", 0, "share of the load drawn as power and snapshot commands on the two hot guests (--cluster: 0.25)")
+	fs.Float64Var(&c.hotShare, "hot-share", 0, "share of the load drawn as power, snapshot and migrate commands on the two hot guests (--cluster: 0.25)")
+	approvalList := fs.String("approval", defaultApprovalVerbs, "verbs that need a second person on the soak's endpoint, comma-separated; the soak approves three in four of their commands and rejects the others (\"\": none)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -160,6 +170,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if !slices.Contains(producerNames, c.producers[i]) {
 			return c, fmt.Errorf("--producers: unknown producer %q (want %s)", p, strings.Join(producerNames, ", "))
 		}
+	}
+	for _, v := range strings.Split(*approvalList, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			c.approval = append(c.approval, v)
+		}
+	}
+	if len(c.approval) > 0 && !explicit["max-ack-pending"] {
+		// A command awaiting approval holds one of the durable's ack-pending slots between its
+		// polls: with as many awaiting as MaxAckPending, nothing else is delivered, the
+		// decisions that would free them included. replicas × concurrency, as operations.md
+		// advises for N replicas, leaves room.
+		c.maxAckPending = c.replicas * c.concurrency
 	}
 	if c.redisMode != redisSingle && c.redisMode != redisSentinel && c.redisMode != redisCluster {
 		return c, fmt.Errorf("--redis must be single, sentinel or cluster (got %q)", c.redisMode)

@@ -65,7 +65,8 @@ func newSDKSenders(ctx context.Context, nc *nats.Conn, stream string, subjects [
 }
 
 // sdkEvent is command c as an SDK user builds it: the CloudEvents attributes, the proxbus
-// extensions endpointid (an Integer), idempotencykey and actor, and the data as a JSON value.
+// extensions endpointid (an Integer), idempotencykey, actor and expires (an RFC 3339 string),
+// and the data as a JSON value.
 func sdkEvent(c events.Command) (event.Event, error) {
 	ev := event.New(event.CloudEventsVersionV1)
 	ev.SetID(c.ID)
@@ -79,6 +80,9 @@ func sdkEvent(c events.Command) (event.Event, error) {
 	}
 	if c.Actor != "" {
 		ev.SetExtension(events.AttrActor, c.Actor)
+	}
+	if !c.Expires.IsZero() {
+		ev.SetExtension(events.AttrExpires, c.Expires.UTC().Format(time.RFC3339Nano))
 	}
 	// A json.RawMessage is a JSON value to the SDK: structured mode writes it as "data" (a
 	// []byte would become data_base64).

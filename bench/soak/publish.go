@@ -33,6 +33,9 @@ type publisher struct {
 	// proxbus sees the command twice (a same-id duplicate it must answer by replay).
 	sdkRetries int
 	byProducer map[string]int // messages first published, per producer
+	// before, when set, is called right before each planned message is first published (the
+	// decider's early decisions).
+	before func(context.Context, *planned) error
 }
 
 // newPublisher returns a publisher of plan; when the plan uses an SDK producer it makes
@@ -168,6 +171,11 @@ func (pb *publisher) run(ctx context.Context, plan []*planned, rate float64, pro
 		next = next.Add(interval)
 		if err := flush(false); err != nil {
 			return err
+		}
+		if pb.before != nil {
+			if err := pb.before(ctx, p); err != nil {
+				return err
+			}
 		}
 		if err := pb.publishOne(ctx, p, false); err != nil {
 			return err

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -154,6 +155,24 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 		keep = true
 		return 2
 	}
+	// The second person (contract §4b): decisions on every command of an approval verb, some
+	// early, the others once the command waits for them, during every fault.
+	dec, err := newDecider(nc, subjects, pb, planDecisions(plan, cfg.approval, cfg.seed, run), tracker.has)
+	if err != nil {
+		logf("soak: %v", err)
+		return 2
+	}
+	pb.before = dec.before
+	decCtx, stopDecider := context.WithCancel(ctx)
+	decDone := make(chan struct{})
+	var decErr error
+	go func() {
+		defer close(decDone)
+		decErr = dec.run(decCtx)
+	}()
+	defer func() { stopDecider(); <-decDone }()
+	// withDecisions is the plan and the decisions published so far.
+	withDecisions := func() []*planned { return append(slices.Clone(plan), dec.published()...) }
 	loadDur := time.Duration(float64(cfg.commands) / cfg.rate * float64(time.Second))
 	chaosCtx, stopChaos := context.WithCancel(ctx)
 	chaosDone := ch.start(chaosCtx, loadDur)
@@ -184,31 +203,48 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	}
 	logf("published everything in %s (%d publish retries); faults stopped; waiting for outcomes", time.Since(start).Round(time.Second), pb.retries)
 
-	want := map[string]bool{}
-	for _, p := range plan {
-		want[p.cmd.ID] = true
-	}
 	deadline := time.Now().Add(cfg.settle)
-	for stalled := 0; time.Now().Before(deadline) && tracker.missing(want) > 0 && ctx.Err() == nil; {
-		before := tracker.missing(want)
-		sleepCtx(ctx, 2*time.Second)
-		after := tracker.missing(want)
-		logf("outcomes seen %d of %d", len(want)-after, len(want))
-		if after < before {
-			stalled = 0
-			continue
-		}
-		if stalled++; stalled%3 == 0 { // the live view may have missed events during the NATS restart: ask the streams
-			if c, err := collect(ctx, js, subjects); err == nil {
-				r := &report{}
-				r.checkOutcomes(plan, pb.published, c)
-				logf("the streams hold an outcome for all but %d", len(r.lost))
-				if len(r.lost) == 0 {
-					break
+	settle := func() {
+		for stalled := 0; time.Now().Before(deadline) && ctx.Err() == nil; {
+			want := map[string]bool{}
+			for _, p := range withDecisions() {
+				want[p.cmd.ID] = true
+			}
+			before := tracker.missing(want)
+			if before == 0 {
+				return
+			}
+			sleepCtx(ctx, 2*time.Second)
+			after := tracker.missing(want)
+			logf("outcomes seen %d of %d", len(want)-after, len(want))
+			if after < before {
+				stalled = 0
+				continue
+			}
+			if stalled++; stalled%3 == 0 { // the live view may have missed events during the NATS restart: ask the streams
+				if c, err := collect(ctx, js, subjects); err == nil {
+					r := &report{}
+					pb.mu.Lock()
+					r.checkOutcomes(withDecisions(), pb.published, c)
+					pb.mu.Unlock()
+					logf("the streams hold an outcome for all but %d", len(r.lost))
+					if len(r.lost) == 0 {
+						return
+					}
 				}
 			}
 		}
 	}
+	settle()
+	stopDecider()
+	<-decDone
+	if err := decErr; err != nil {
+		logf("soak: decider: %v", err)
+		keep = true
+		return 2
+	}
+	settle() // the outcomes of the decisions sent last
+	plan = withDecisions()
 	logf("quiet period %s for the journal repairer", cfg.quiet)
 	sleepCtx(ctx, cfg.quiet)
 
@@ -252,6 +288,12 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	rep.checkWrites(writes, tasks, plan, c)
 	attr := attribute(writes, tasks, plan, c)
 	rep.checkAnswers(plan, pb.published, c, attr, readFinalState(e.pve, plan))
+	comments := make([]string, 0, len(journal))
+	for _, en := range journal {
+		comments = append(comments, en.Comments)
+	}
+	rep.checkApprovals(plan, c, attr, entryComments(comments))
+	rep.approvals.skipped = dec.skipped
 	if err := dumpAll(dir, plan, c, writes, tasks, journal); err != nil {
 		logf("soak: %v", err)
 	}
@@ -287,13 +329,20 @@ func run(ctx context.Context, cfg config, out io.Writer) int {
 	if cfg.cluster {
 		mode = fmt.Sprintf("NATS cluster of %d servers, streams R3", len(e.natsNodes))
 	}
-	onHot := 0
+	onHot, load := 0, 0
 	for _, p := range plan {
+		if p.decision != nil {
+			continue
+		}
+		load++
 		if p.onHotGuest() {
 			onHot++
 		}
 	}
-	fmt.Fprintf(out, "  %s; %d commands (%.0f%%) act on the hot guests %v\n", mode, onHot, 100*float64(onHot)/float64(len(plan)), hotGuests)
+	fmt.Fprintf(out, "  %s; %d commands (%.0f%%) act on the hot guests %v\n", mode, onHot, 100*float64(onHot)/float64(load), hotGuests)
+	if len(cfg.approval) > 0 {
+		fmt.Fprintf(out, "  approval needed for %s; the decider's decisions are counted below\n", strings.Join(cfg.approval, ", "))
+	}
 	fmt.Fprintf(out, "  producers:")
 	for _, name := range producerNames {
 		if n := pb.byProducer[name]; n > 0 {
@@ -385,6 +434,13 @@ func (t *tracker) mark(id string) {
 	t.mu.Lock()
 	t.seen[id] = true
 	t.mu.Unlock()
+}
+
+// has reports whether command id has an outcome.
+func (t *tracker) has(id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seen[id]
 }
 
 func (t *tracker) count() int {
