@@ -78,7 +78,7 @@ func apiCallCases(image, imageSHA256 string) []apiCallCase {
 			calls: []string{resources, qemuStatus, "GET /nodes/{node}/qemu/{vmid}/snapshot", "POST /nodes/{node}/qemu/{vmid}/snapshot"}, polls: 1},
 		{name: "vm.backup", verb: "vm.backup", data: `{"vm":"web-01","storage":"pbs-api","notes_template":"{{guestname}}, from the tour"}`,
 			status: 201, result: ResultCreated,
-			calls: []string{resources, storages, "POST /nodes/{node}/vzdump", "GET /nodes/{node}/tasks/{upid}/log", "GET /nodes/{node}/storage/{storage}/content"}, polls: 1},
+			calls: []string{resources, storages, "GET /nodes/{node}/tasks", "POST /nodes/{node}/vzdump", "GET /nodes/{node}/tasks/{upid}/log", "GET /nodes/{node}/storage/{storage}/content"}, polls: 1},
 		{name: "vm.backup.list", verb: "vm.backup.list", data: `{"storage":"pbs-api"}`, status: 200, result: ResultOK,
 			calls: []string{storages, "GET /nodes/{node}/storage/{storage}/content"}},
 		{name: "vm.restore (VM, new vmid)", verb: "vm.restore",

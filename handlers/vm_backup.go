@@ -98,6 +98,7 @@ func VMBackup() Verb {
 // backup it made.
 func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error) {
 	g := in.guest
+	var pace bool
 	refusal, err := x.Read(ctx, "check_storage", func(ctx context.Context) (*Outcome, error) {
 		_, err := x.Proxmox.CheckBackupStorage(ctx, in.Storage, g.Node)
 		var refused *proxmox.BackupStorageError
@@ -105,6 +106,10 @@ func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, erro
 			return &Outcome{Status: 409, Result: ResultRefused, Reason: ReasonBackupStorageUnavailable, Fields: []string{"storage"},
 				Detail: "storage: " + refused.Why}, nil
 		}
+		if err != nil {
+			return nil, err
+		}
+		pace, err = sameSecondRisk(ctx, x, g)
 		return nil, err
 	})
 	switch {
@@ -112,6 +117,9 @@ func dispatchBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, erro
 		return Outcome{}, err
 	case refusal != nil:
 		return *refusal, nil
+	}
+	if pace {
+		x.r.p.sleep(time.Second)
 	}
 	req := proxmox.BackupRequest{Storage: in.Storage, Mode: in.Mode, Compress: in.Compress, NotesTemplate: in.NotesTemplate, Protected: in.Protected}
 	var upid string
@@ -188,6 +196,22 @@ func confirmBackup(ctx context.Context, x *Exec, in BackupInput) (Outcome, error
 		return Outcome{}, &proxmox.TaskError{UPID: task.UPID, Node: g.Node, ExitStatus: task.Status}
 	}
 	return backupMadeBy(ctx, x, in, task.UPID)
+}
+
+// sameSecondRisk reports whether the guest's last backup started and ended within one second
+// of its node's clock in the last minute: a vzdump names its archive after the guest and the
+// second it starts, and renames it over an existing file of that name (pve-manager
+// PVE/VZDump.pm: the basename's strftime of the backup time, then rename of the temporary
+// file), so a second backup starting in that same second would overwrite the first. Backups of
+// one guest run one at a time (its lease), so the last one ended before this one starts: one
+// second's pause then puts this one in a later second of the node's clock.
+func sameSecondRisk(ctx context.Context, x *Exec, g proxmox.Guest) (bool, error) {
+	tasks, err := x.Proxmox.GuestTasks(ctx, g.Node, g.VMID, proxmox.BackupTaskType, x.r.p.cfg.Now().Add(-time.Minute))
+	if err != nil || len(tasks) == 0 {
+		return false, err
+	}
+	last := tasks[0] // the newest
+	return !last.Running && !last.End.IsZero() && last.End.Equal(last.Start), nil
 }
 
 // backupCreated is the outcome of a backup found in the storage: 201 created.

@@ -285,6 +285,8 @@ type TaskSummary struct {
 	ID    string // worker id, usually the vmid
 	User  string
 	Start time.Time // UTC, second precision
+	// End is when a finished task ended (UTC, second precision; zero while it runs).
+	End time.Time
 	// Running is true while the task runs (PVE lists it with status "RUNNING").
 	Running bool
 	// Status is the exit status of a finished task ("OK", "WARNINGS: 1", "job errors", …).
@@ -311,6 +313,8 @@ func (c *Client) GuestTasks(ctx context.Context, node string, vmid int64, typ st
 		t.Running = t.Status == "RUNNING" || (t.Status == "" && flatInt(it, "endtime") == 0)
 		if t.Running {
 			t.Status = ""
+		} else if end := flatInt(it, "endtime"); end > 0 {
+			t.End = time.Unix(end, 0).UTC()
 		}
 		return t
 	})

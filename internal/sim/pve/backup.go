@@ -211,7 +211,13 @@ func (b *backupStore) vzdump(c *call) answer {
 		job.failed = "backup connect failed: command error: backup timestamp is older than last backup."
 		return s.startLoggedTask(c, g, proxmox.BackupTaskType, "", "job errors", nil, job.log)
 	}
-	effect := func(time.Time) { b.vols[key] = append(b.vols[key], vol) }
+	effect := func(time.Time) {
+		// pve-manager PVE/VZDump.pm: the archive is named after the guest and the second the
+		// backup started, written to a temporary file and renamed over whatever has that name:
+		// a second backup of the guest started within the same second replaces the first.
+		b.vols[key] = slices.DeleteFunc(b.vols[key], func(v *backupVol) bool { return v.volid == vol.volid })
+		b.vols[key] = append(b.vols[key], vol)
+	}
 	return s.startLoggedTask(c, g, proxmox.BackupTaskType, "backup", "", effect, job.log)
 }
 

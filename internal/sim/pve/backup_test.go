@@ -294,8 +294,10 @@ func TestVzdumpRefusals(t *testing.T) {
 		t.Errorf("the snapshot task after the refused vzdump: %v", st)
 	}
 
-	// remove=0 on a storage keeping two: the third backup is refused
+	// remove=0 on a storage keeping two: the third backup is refused (each in a second of its
+	// own: a backup started in the second of the one before would replace it, as vzdump's does)
 	for i := 0; i < 3; i++ {
+		time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(time.Second)))
 		u := upidOf(t, mustDo(t, "POST", api+"/nodes/pve1/vzdump", demoAuth, formType, "vmid=103&storage=keep2&remove=0"))
 		want := "OK"
 		if i == 2 {

@@ -507,3 +507,20 @@ func restoreLog(r restoreReq, vol *backupVol, am map[string]string, archStorage,
 	}
 	return progressLog(head, steps, line, tail)
 }
+
+// Backups returns the volume ids of the backups on storage, on every node, oldest first
+// within each node.
+func (s *Server) Backups(storage string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for key, vols := range s.state.backups {
+		if st, _, _ := strings.Cut(key, "\x00"); st != storage {
+			continue
+		}
+		for _, v := range vols {
+			out = append(out, v.volid)
+		}
+	}
+	return out
+}
