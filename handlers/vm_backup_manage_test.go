@@ -167,11 +167,11 @@ func TestVMBackupDelete(t *testing.T) {
 func TestVMBackupDeleteDryRun(t *testing.T) {
 	t.Parallel()
 	e := backupEnv(t)
-	p := e.dryRunPlan(t, "vm.backup.delete", "dry", `{"volid":"`+simpve.DemoBackupWeb+`"}`)
+	p := e.dryRun(t, "vm.backup.delete", "dry", `{"volid":"`+simpve.DemoBackupWeb+`"}`)
 	if len(p.Writes) != 1 || p.Writes[0].Method != "DELETE" || !strings.HasPrefix(p.Writes[0].Path, "/nodes/pve1/storage/local/content/") {
 		t.Errorf("plan %+v", p)
 	}
-	refused := e.dryRunPlan(t, "vm.backup.delete", "dry-prot", `{"volid":"`+simpve.DemoBackupCT+`"}`)
+	refused := e.dryRun(t, "vm.backup.delete", "dry-prot", `{"volid":"`+simpve.DemoBackupCT+`"}`)
 	if refused.Outcome == nil || refused.Outcome.Reason != ReasonBackupProtected || len(refused.Writes) != 0 {
 		t.Errorf("refused plan %+v (outcome %+v)", refused, refused.Outcome)
 	}

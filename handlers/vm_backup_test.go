@@ -388,7 +388,7 @@ func TestVMBackupResumed(t *testing.T) {
 func TestVMBackupDryRun(t *testing.T) {
 	t.Parallel()
 	e := backupEnv(t)
-	run := func(id, data string) Plan { t.Helper(); return e.dryRunPlan(t, "vm.backup", id, data) }
+	run := func(id, data string) Plan { t.Helper(); return e.dryRun(t, "vm.backup", id, data) }
 	p := run("dry", `{"vm":"web-01","storage":"pbs1","protected":true}`)
 	if p.Complete || p.Stopped == "" || p.Outcome != nil || len(p.Writes) != 1 ||
 		p.Writes[0].Method != "POST" || p.Writes[0].Path != "/nodes/pve1/vzdump" || p.Writes[0].Params["storage"] != "pbs1" ||

@@ -285,7 +285,7 @@ func TestVMRestoreJournal(t *testing.T) {
 func TestVMRestoreDryRun(t *testing.T) {
 	t.Parallel()
 	e := newRTEnv(t)
-	run := func(id, data string) Plan { t.Helper(); return e.dryRunPlan(t, "vm.restore", id, data) }
+	run := func(id, data string) Plan { t.Helper(); return e.dryRun(t, "vm.restore", id, data) }
 	p := run("dry", `{"archive":"`+simpve.DemoBackupCT+`","vmid":401,"target_node":"pve1","storage":"ceph"}`)
 	if len(p.Writes) != 1 || p.Writes[0].Method != "POST" || p.Writes[0].Path != "/nodes/pve1/lxc" ||
 		p.Writes[0].Params["ostemplate"] != simpve.DemoBackupCT || p.Writes[0].Params["restore"] != "1" || p.Writes[0].Params["storage"] != "ceph" {
@@ -355,22 +355,6 @@ func (c *collector) hasWaiting(t *testing.T, id string) bool {
 		}
 	}
 	return false
-}
-
-// dryRunPlan handles a dry run of verb as its first delivery and returns its plan.
-func (e *rtEnv) dryRunPlan(t *testing.T, verb, id, data string) Plan {
-	t.Helper()
-	cmd := events.Command{ID: id, Source: "/test/" + verb, Type: events.TypePrefix + verb, Verb: verb,
-		EndpointID: 1, HasEndpointID: true, DryRun: true, Data: json.RawMessage(data)}
-	if d := e.p.Handle(context.Background(), cmd, events.Delivery{Number: 1, Stored: time.Now()}); d.Action != events.Ack {
-		t.Fatalf("%s: decision %+v", id, d)
-	}
-	res := e.pub.result(t, id)
-	var out PlanOutput
-	if res.Status != 200 || res.Result != ResultPlanned || json.Unmarshal(res.Output, &out) != nil {
-		t.Fatalf("%s: %d %s %s", id, res.Status, res.Result, res.Output)
-	}
-	return out.Plan
 }
 
 // TestVMRestoreCancel: a started restore is cancellable (contract §4 "Cancel"): its task is
