@@ -71,6 +71,60 @@ func (e *env) serveSim(h http.Handler) (string, error) {
 	return "http://" + ln.Addr().String(), nil
 }
 
+// startNATS starts the NATS peers and waits until each listens and still runs. The ports were
+// free when they were picked; a peer that finds one taken by another process meanwhile (a
+// shared machine) ends at once, and then every peer starts again on fresh ports and a fresh
+// store, up to three times.
+func (e *env) startNATS(ctx context.Context, bin, dir string, cluster bool) error {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if e.natsNodes, err = newNATSNodes(bin, dir, cluster); err != nil {
+			return err
+		}
+		for _, n := range e.natsNodes { // every peer first, then wait: a peer waits for its routes
+			if err := n.proc.start(); err != nil {
+				return err
+			}
+		}
+		if err = natsUp(ctx, e.natsNodes); err == nil {
+			return nil
+		}
+		for _, n := range e.natsNodes {
+			_ = n.proc.kill()
+		}
+		for _, d := range []string{"jetstream", "jetstream-soak-n1", "jetstream-soak-n2", "jetstream-soak-n3"} {
+			_ = os.RemoveAll(filepath.Join(dir, d))
+		}
+		if attempt < 3 {
+			fmt.Fprintf(os.Stderr, "%s  nats: %v; starting the peers again on other ports\n", time.Now().Format("15:04:05.000"), err)
+		}
+	}
+	return err
+}
+
+// natsUp waits until every peer listens, then makes sure none ended since (a peer listens for
+// clients before it binds its route port).
+func natsUp(ctx context.Context, nodes []*natsNode) error {
+	for _, n := range nodes {
+		if err := harness.WaitPort(ctx, n.port, 15*time.Second); err != nil {
+			return fmt.Errorf("%s: %w", n.proc.name, err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(time.Second):
+	}
+	for _, n := range nodes {
+		select {
+		case <-n.proc.exited:
+			return fmt.Errorf("%s ended after it started listening (see its log)", n.proc.name)
+		default:
+		}
+	}
+	return nil
+}
+
 // startEnv starts NATS (one server, or with cfg.cluster three routed peers), Redis and both
 // simulators, and prepares the replicas ([env.startReplicas] starts them).
 func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
@@ -83,7 +137,7 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 	if err != nil {
 		return e, err
 	}
-	if e.natsNodes, err = newNATSNodes(natsBin, dir, cfg.cluster); err != nil {
+	if err := e.startNATS(ctx, natsBin, dir, cfg.cluster); err != nil {
 		return e, err
 	}
 	// Redis as operators should run it: with an append-only file synced on every write, so a
@@ -92,26 +146,8 @@ func startEnv(ctx context.Context, cfg config, dir string) (*env, error) {
 	if e.redis, err = newRedisSet(cfg.redisMode, cfg.redisBin, dir, cfg.redisEphemeral); err != nil {
 		return e, fmt.Errorf("redis: %w", err)
 	}
-	type service struct {
-		p    *proc
-		port int
-	}
-	var services []service
-	for _, n := range e.natsNodes {
-		services = append(services, service{n.proc, n.port})
-	}
-	for _, s := range services { // every peer first, then wait: a peer waits for its routes
-		if err := s.p.start(); err != nil {
-			return e, err
-		}
-	}
 	if err := e.redis.start(ctx); err != nil {
 		return e, fmt.Errorf("redis: %w", err)
-	}
-	for _, s := range services {
-		if err := harness.WaitPort(ctx, s.port, 15*time.Second); err != nil {
-			return e, fmt.Errorf("%s: %w", s.p.name, err)
-		}
 	}
 
 	simLog := slog.New(slog.DiscardHandler)
