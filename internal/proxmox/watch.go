@@ -149,7 +149,7 @@ type watcher struct {
 	lost     map[string]int  // running tasks neither listed nor indexed → rounds so
 	round    int
 	guests   map[int64]ClusterResource
-	guestsAt time.Time
+	guestsAt time.Time // when the read of the guests last diffed started
 }
 
 // taskWait is the commands waiting for one task.
@@ -337,7 +337,7 @@ func (w *watcher) pass(ctx context.Context) {
 	if err := w.tasks(ctx); err != nil {
 		w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: tasks not read", slog.String("err", err.Error()))
 	}
-	if w.cfg.Resources > 0 && time.Since(w.guestsAt) >= w.scaled(w.cfg.Resources) {
+	if w.cfg.Resources > 0 {
 		if err := w.readGuests(ctx); err != nil {
 			w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: guests not read", slog.String("err", err.Error()))
 		}
@@ -547,15 +547,32 @@ func (w *watcher) taskChange(t Task) {
 	}
 }
 
-// readGuests reads the cluster's guests and reports how they changed since the last read (the
-// first read reports nothing).
+// readGuests reports how the cluster's guests changed (the first read reports nothing). It
+// diffs the client's newest read of them when one started since the last it diffed: the
+// commands' locates read them often, and the watch then sends no request of its own. Only
+// when none did for cfg.Resources (scaled) does it read them itself, through the same
+// coalescer as the locates (a read it shares with them serves both).
 func (w *watcher) readGuests(ctx context.Context) error {
-	list, err := w.c.readClusterResources(ctx, "vm")
-	if err != nil {
+	if at, list := w.c.resources.newestVM(); at.After(w.guestsAt) {
+		w.diffGuests(at, list)
+	}
+	if time.Since(w.guestsAt) < w.scaled(w.cfg.Resources) {
+		return nil
+	}
+	if _, err := w.c.ClusterResources(ctx, ResourceVM); err != nil {
 		return err
 	}
-	w.guestsAt = time.Now()
-	now := w.guestsAt.UTC()
+	if at, list := w.c.resources.newestVM(); at.After(w.guestsAt) {
+		w.diffGuests(at, list)
+	}
+	return nil
+}
+
+// diffGuests reports how the guests changed from the last read diffed to list, a read that
+// started at at.
+func (w *watcher) diffGuests(at time.Time, list []ClusterResource) {
+	w.guestsAt = at
+	now := time.Now().UTC()
 	cur := make(map[int64]ClusterResource, len(list))
 	for _, r := range list {
 		if r.VMID != 0 {
@@ -565,7 +582,7 @@ func (w *watcher) readGuests(ctx context.Context) error {
 	prev := w.guests
 	w.guests = cur
 	if prev == nil || w.cfg.OnGuest == nil {
-		return nil
+		return
 	}
 	ids := make([]int64, 0, len(cur)+len(prev))
 	for id := range cur {
@@ -582,7 +599,6 @@ func (w *watcher) readGuests(ctx context.Context) error {
 			w.cfg.OnGuest(g)
 		}
 	}
-	return nil
 }
 
 // guestChanges are the changes from a to b, one guest's resources at two reads (a zero value:
