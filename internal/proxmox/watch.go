@@ -19,7 +19,7 @@ import (
 // Defaults of a [WatchConfig].
 const (
 	// DefaultWatchBusy is the watch's interval while a task runs or is waited for.
-	DefaultWatchBusy = 200 * time.Millisecond
+	DefaultWatchBusy = 150 * time.Millisecond
 	// DefaultWatchIdle is its interval when nothing runs.
 	DefaultWatchIdle = 2 * time.Second
 	// DefaultWatchResources is the least time between two reads of the cluster's guests.
