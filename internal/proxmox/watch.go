@@ -22,7 +22,8 @@ const (
 	DefaultWatchBusy = 150 * time.Millisecond
 	// DefaultWatchIdle is its interval when nothing runs.
 	DefaultWatchIdle = 2 * time.Second
-	// DefaultWatchResources is the least time between two reads of the cluster's guests.
+	// DefaultWatchResources is how long the watch goes without a newer read of the cluster's
+	// guests before it reads them itself.
 	DefaultWatchResources = 2 * time.Second
 	// WatchLogEvery is how long a watched task is waited for before its log is first read
 	// for progress, and the least time between two reads.
@@ -98,8 +99,9 @@ type WatchConfig struct {
 	// DefaultWatchBusy, or the client's fixed task poll interval, see [WithTaskPollInterval]);
 	// Idle the interval otherwise (DefaultWatchIdle).
 	Busy, Idle time.Duration
-	// Resources is the least time between two reads of /cluster/resources (default
-	// DefaultWatchResources); negative: guests are not watched.
+	// Resources is how long the watch goes without a newer read of /cluster/resources (its
+	// own, or the client's locates', which it diffs as they come) before it reads it itself
+	// (default DefaultWatchResources); negative: guests are not watched.
 	Resources time.Duration
 	// Share, when set, says how many watches of the same endpoint (one per replica) share
 	// what they see, and this one's rank among them (0 to n-1): each replica wakes its
@@ -167,8 +169,9 @@ type taskWait struct {
 // ErrWatching when another watch of c runs). Each round reads GET /cluster/tasks (every node's
 // running tasks and its latest ended ones, as its nodes broadcast them at each task's start
 // and end), and, for a task that left that list without its end being seen, the node's task
-// index since the task's start (GET /nodes/{node}/tasks?source=archive&since=…); at most every
-// cfg.Resources it reads GET /cluster/resources?type=vm. A round follows the last after
+// index since the task's start (GET /nodes/{node}/tasks?source=archive&since=…); it diffs
+// every newer read of GET /cluster/resources?type=vm the client's locates made, and reads it
+// itself when none was made for cfg.Resources. A round follows the last after
 // cfg.Busy while a task runs or is waited for, else after cfg.Idle; a new wait wakes an idle
 // watch. The cost to the cluster is one request per round, whatever the tasks in flight.
 //
