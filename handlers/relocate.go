@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/proxbus/proxbus/events"
+	"github.com/proxbus/proxbus/internal/proxmox"
 	"github.com/proxbus/proxbus/store"
 )
 
@@ -23,8 +24,37 @@ func (r *run) locateAgain(ctx context.Context, lease store.Lease, next stage) mo
 			return r.answer(ctx, out, noJournal)
 		})
 	}
+	if held, _ := r.prep.exclusive(r.cmd.EndpointID); held != exclusiveOf(located, r.cmd.EndpointID) {
+		// the reference names another guest now (renamed, or deleted and made anew): the
+		// guard this command holds is not that guest's; it claims afresh at its next delivery
+		r.release(ctx, lease)
+		return r.redeliver(0)
+	}
 	r.moved(ctx, located)
 	return next(ctx)
+}
+
+// exclusiveOf is the key of the resource p is exclusive on at endpointID (zero for none).
+func exclusiveOf(p prepared, endpointID int64) store.ResourceKey {
+	k, _ := p.exclusive(endpointID)
+	return k
+}
+
+// firstLocate locates the command's object before it is claimed. A write command that claims
+// at its first delivery may be located from the client's newest read of its guest
+// (proxmox.WithProvisionalLocate: no request at all); it is then located again once claimed,
+// before it acts (locateAgain), whether it waited or not. A provisional locate that fails (the
+// newest read lacks the guest, or the locate needs more than the guest's place) is done again
+// from reads of its own, as any other command's is.
+func (r *run) firstLocate(ctx context.Context) (prepared, error) {
+	if r.verb.VerbAccess() == Write && !r.cmd.DryRun && !r.needsApproval() && r.delivery.Number == 1 {
+		located, err := r.prep.locate(proxmox.WithProvisionalLocate(ctx), r.client)
+		if err == nil {
+			r.provisional = true
+			return located, nil
+		}
+	}
+	return r.prep.locate(ctx, r.client)
 }
 
 // followGuest is called when a dispatch that has written nothing finds the command's guest

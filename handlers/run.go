@@ -44,6 +44,9 @@ type run struct {
 	relocate func(ctx context.Context, c *proxmox.Client) (prepared, error)
 	// waited is set once this delivery has waited in the wait room for a guard.
 	waited bool
+	// provisional is set when the command was located from an earlier read (firstLocate):
+	// it is located again once claimed.
+	provisional bool
 	// cancel is the cancellation of a running command of a cancellable verb (nil otherwise).
 	cancel *canceller
 	// opened holds the values the command's sealed secrets were opened to (Exec.Open).
@@ -189,7 +192,7 @@ func (r *run) check(ctx context.Context) move {
 func (r *run) locate(ctx context.Context) move {
 	if r.prep.locate != nil {
 		r.relocate = r.prep.locate
-		located, err := r.prep.locate(ctx, r.client)
+		located, err := r.firstLocate(ctx)
 		if err != nil {
 			return r.settleBeforeWrite(ctx, "locate", err, func(out Outcome) move { return r.refuseLocated(ctx, out) })
 		}
@@ -428,8 +431,9 @@ func (r *run) claimed(ctx context.Context, claim store.Claim) move {
 		r.cleanups = append(r.cleanups, r.keepLease(ctx, claim.Lease), r.running(ctx, claim))
 		return r.execute(ctx, claim)
 	}
-	if r.waited && claim.State == store.Claimed {
-		// another command held the guest meanwhile: what this one acts on is read again
+	if (r.waited || r.provisional) && claim.State == store.Claimed {
+		// another command held the guest meanwhile, or it was located from an earlier read:
+		// what this one acts on is read again
 		return r.locateAgain(ctx, claim.Lease, run)
 	}
 	return run(ctx)

@@ -63,7 +63,7 @@ type serveCmd struct {
 	NetBoxTLSInsecure         bool          `name:"netbox-tls-insecure" help:"Do not verify NetBox's certificate (unsafe)."`
 	PVEWebhookSecret          string        `name:"pve-webhook-secret" help:"Secret of PVE's webhook notification target: enables POST /webhooks/proxmox?endpoint_id=N (X-Proxbus-Secret header; needs --http-addr; docs/operations.md)."`
 	NoTaskWatch               bool          `name:"no-task-watch" help:"Do not watch the endpoints: no Proxmox events (task, guest) are published and each command polls its own task's status."`
-	TaskWatchInterval         time.Duration `name:"task-watch-interval" default:"200ms" help:"How often the replicas together look at an endpoint's tasks while one runs or is waited for (each replica N times less often with N replicas); a task's end is seen about half of it late on average."`
+	TaskWatchInterval         time.Duration `name:"task-watch-interval" default:"150ms" help:"How often the replicas together look at an endpoint's tasks while one runs or is waited for (each replica N times less often with N replicas); a task's end is seen about half of it late on average."`
 	consoleFlags
 	trustFlags
 }

@@ -174,6 +174,9 @@ type request struct {
 // whose data is null ("empty answer") or whose data cannot be decoded into out is a sent
 // *TransportError whose cause matches [ErrUndecodable] and reads "unreadable answer: …".
 func (c *Client) do(ctx context.Context, r request, out any) error {
+	if ctx.Value(provisionalKey{}) != nil {
+		return errProvisional
+	}
 	if c.plan != nil && r.method != http.MethodGet {
 		c.plan.record(r, c.secrets)
 		if upid, ok := out.(*string); ok {

@@ -100,10 +100,40 @@ func (c *Client) LocateGuest(ctx context.Context, ref string) (Guest, error) {
 	if ref == "" {
 		return Guest{}, fmt.Errorf("%w: empty reference", ErrVMNotFound)
 	}
+	if ctx.Value(provisionalKey{}) != nil {
+		if _, res := c.resources.newestVM(); res != nil {
+			if g, err := guestIn(res, ref); err == nil {
+				return g, nil
+			}
+		}
+		return Guest{}, errProvisional
+	}
 	res, err := c.ClusterResources(ctx, ResourceVM)
 	if err != nil {
 		return Guest{}, err
 	}
+	return guestIn(res, ref)
+}
+
+// provisionalKey marks a context of [WithProvisionalLocate].
+type provisionalKey struct{}
+
+// errProvisional is the failure of any request under a [WithProvisionalLocate] context, and
+// of a locate there that the newest read cannot answer.
+var errProvisional = errors.New("proxmox: a provisional locate sends no request")
+
+// WithProvisionalLocate returns a context under which the client sends no request:
+// [Client.LocateGuest] (and so ResolveGuest) answers from the client's newest read of the
+// guests, however old, when the guest is found there, and everything else fails (with an
+// error of its own, not one of the package doc's). It is for a caller that locates the guest
+// again, without it, before it acts on what it found, which may be out of date, and that does
+// its work again without it when it fails.
+func WithProvisionalLocate(ctx context.Context) context.Context {
+	return context.WithValue(ctx, provisionalKey{}, true)
+}
+
+// guestIn finds the guest ref (a vmid or a name) in res, a read of the guests.
+func guestIn(res []ClusterResource, ref string) (Guest, error) {
 	vmid, numErr := strconv.ParseInt(ref, 10, 64)
 	byID := numErr == nil && isDigits(ref)
 	var found []Guest

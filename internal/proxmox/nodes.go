@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync"
+	"time"
 )
 
 // Node is one cluster node as GET /nodes lists it.
@@ -76,7 +77,14 @@ type ClusterResource struct {
 // (see coalescer). The returned slice may be shared with other callers: do not modify it.
 func (c *Client) ClusterResources(ctx context.Context, typ string) ([]ClusterResource, error) {
 	co := c.resources.of(typ)
-	return co.do(ctx, func(ctx context.Context) ([]ClusterResource, error) { return c.readClusterResources(ctx, typ) })
+	return co.do(ctx, func(ctx context.Context) ([]ClusterResource, error) {
+		start := time.Now()
+		list, err := c.readClusterResources(ctx, typ)
+		if err == nil && typ == ResourceVM {
+			c.resources.keep(start, list)
+		}
+		return list, err
+	})
 }
 
 // readClusterResources is one GET /cluster/resources.
@@ -96,10 +104,30 @@ func (c *Client) readClusterResources(ctx context.Context, typ string) ([]Cluste
 	})
 }
 
-// resourceReads holds one coalescer of /cluster/resources reads per type filter.
+// resourceReads holds one coalescer of /cluster/resources reads per type filter, and the
+// newest read of the guests (type vm), which the client's watch diffs instead of reading
+// them itself (see watcher.pass).
 type resourceReads struct {
-	mu    sync.Mutex
-	byTyp map[string]*coalescer[[]ClusterResource]
+	mu       sync.Mutex
+	byTyp    map[string]*coalescer[[]ClusterResource]
+	vmAt     time.Time // when the newest read of the guests started; zero: none yet
+	vmNewest []ClusterResource
+}
+
+// keep records list, a read of the guests that started at start, when it is the newest.
+func (r *resourceReads) keep(start time.Time, list []ClusterResource) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if start.After(r.vmAt) {
+		r.vmAt, r.vmNewest = start, list
+	}
+}
+
+// newestVM is the newest read of the guests and when it started (zero: none yet).
+func (r *resourceReads) newestVM() (time.Time, []ClusterResource) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.vmAt, r.vmNewest
 }
 
 // of returns the coalescer of reads filtered by typ.

@@ -19,10 +19,11 @@ import (
 // Defaults of a [WatchConfig].
 const (
 	// DefaultWatchBusy is the watch's interval while a task runs or is waited for.
-	DefaultWatchBusy = 200 * time.Millisecond
+	DefaultWatchBusy = 150 * time.Millisecond
 	// DefaultWatchIdle is its interval when nothing runs.
 	DefaultWatchIdle = 2 * time.Second
-	// DefaultWatchResources is the least time between two reads of the cluster's guests.
+	// DefaultWatchResources is how long the watch goes without a newer read of the cluster's
+	// guests before it reads them itself.
 	DefaultWatchResources = 2 * time.Second
 	// WatchLogEvery is how long a watched task is waited for before its log is first read
 	// for progress, and the least time between two reads.
@@ -98,8 +99,9 @@ type WatchConfig struct {
 	// DefaultWatchBusy, or the client's fixed task poll interval, see [WithTaskPollInterval]);
 	// Idle the interval otherwise (DefaultWatchIdle).
 	Busy, Idle time.Duration
-	// Resources is the least time between two reads of /cluster/resources (default
-	// DefaultWatchResources); negative: guests are not watched.
+	// Resources is how long the watch goes without a newer read of /cluster/resources (its
+	// own, or the client's locates', which it diffs as they come) before it reads it itself
+	// (default DefaultWatchResources); negative: guests are not watched.
 	Resources time.Duration
 	// Share, when set, says how many watches of the same endpoint (one per replica) share
 	// what they see, and this one's rank among them (0 to n-1): each replica wakes its
@@ -149,7 +151,7 @@ type watcher struct {
 	lost     map[string]int  // running tasks neither listed nor indexed → rounds so
 	round    int
 	guests   map[int64]ClusterResource
-	guestsAt time.Time
+	guestsAt time.Time // when the read of the guests last diffed started
 }
 
 // taskWait is the commands waiting for one task.
@@ -167,8 +169,9 @@ type taskWait struct {
 // ErrWatching when another watch of c runs). Each round reads GET /cluster/tasks (every node's
 // running tasks and its latest ended ones, as its nodes broadcast them at each task's start
 // and end), and, for a task that left that list without its end being seen, the node's task
-// index since the task's start (GET /nodes/{node}/tasks?source=archive&since=…); at most every
-// cfg.Resources it reads GET /cluster/resources?type=vm. A round follows the last after
+// index since the task's start (GET /nodes/{node}/tasks?source=archive&since=…); it diffs
+// every newer read of GET /cluster/resources?type=vm the client's locates made, and reads it
+// itself when none was made for cfg.Resources. A round follows the last after
 // cfg.Busy while a task runs or is waited for, else after cfg.Idle; a new wait wakes an idle
 // watch. The cost to the cluster is one request per round, whatever the tasks in flight.
 //
@@ -337,7 +340,7 @@ func (w *watcher) pass(ctx context.Context) {
 	if err := w.tasks(ctx); err != nil {
 		w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: tasks not read", slog.String("err", err.Error()))
 	}
-	if w.cfg.Resources > 0 && time.Since(w.guestsAt) >= w.scaled(w.cfg.Resources) {
+	if w.cfg.Resources > 0 {
 		if err := w.readGuests(ctx); err != nil {
 			w.c.log.LogAttrs(ctx, slog.LevelDebug, "watch: guests not read", slog.String("err", err.Error()))
 		}
@@ -547,15 +550,32 @@ func (w *watcher) taskChange(t Task) {
 	}
 }
 
-// readGuests reads the cluster's guests and reports how they changed since the last read (the
-// first read reports nothing).
+// readGuests reports how the cluster's guests changed (the first read reports nothing). It
+// diffs the client's newest read of them when one started since the last it diffed: the
+// commands' locates read them often, and the watch then sends no request of its own. Only
+// when none did for cfg.Resources (scaled) does it read them itself, through the same
+// coalescer as the locates (a read it shares with them serves both).
 func (w *watcher) readGuests(ctx context.Context) error {
-	list, err := w.c.readClusterResources(ctx, "vm")
-	if err != nil {
+	if at, list := w.c.resources.newestVM(); at.After(w.guestsAt) {
+		w.diffGuests(at, list)
+	}
+	if time.Since(w.guestsAt) < w.scaled(w.cfg.Resources) {
+		return nil
+	}
+	if _, err := w.c.ClusterResources(ctx, ResourceVM); err != nil {
 		return err
 	}
-	w.guestsAt = time.Now()
-	now := w.guestsAt.UTC()
+	if at, list := w.c.resources.newestVM(); at.After(w.guestsAt) {
+		w.diffGuests(at, list)
+	}
+	return nil
+}
+
+// diffGuests reports how the guests changed from the last read diffed to list, a read that
+// started at at.
+func (w *watcher) diffGuests(at time.Time, list []ClusterResource) {
+	w.guestsAt = at
+	now := time.Now().UTC()
 	cur := make(map[int64]ClusterResource, len(list))
 	for _, r := range list {
 		if r.VMID != 0 {
@@ -565,7 +585,7 @@ func (w *watcher) readGuests(ctx context.Context) error {
 	prev := w.guests
 	w.guests = cur
 	if prev == nil || w.cfg.OnGuest == nil {
-		return nil
+		return
 	}
 	ids := make([]int64, 0, len(cur)+len(prev))
 	for id := range cur {
@@ -582,7 +602,6 @@ func (w *watcher) readGuests(ctx context.Context) error {
 			w.cfg.OnGuest(g)
 		}
 	}
-	return nil
 }
 
 // guestChanges are the changes from a to b, one guest's resources at two reads (a zero value:
