@@ -100,7 +100,7 @@ func TestRedisFailoverKeepsThePromises(t *testing.T) {
 						published <- err
 						return
 					}
-					time.Sleep(50 * time.Millisecond)
+					time.Sleep(150 * time.Millisecond) // spread over the failover (2–3 s), so that some command meets it
 				}
 				published <- nil
 			}()
