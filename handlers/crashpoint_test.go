@@ -18,6 +18,7 @@ import (
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 	"github.com/proxbus/proxbus/internal/testenv"
 	"github.com/proxbus/proxbus/store"
+	"github.com/redis/go-redis/v9"
 )
 
 // crashEnv is one simulated world a command runs in and is resumed in: real Redis (the
@@ -33,14 +34,18 @@ type crashEnv struct {
 	clients *proxmox.Clients
 	nbc     *netbox.Client
 	stream  *stream
+	outage  *storeOutage
 }
 
 func newCrashEnv(t *testing.T) *crashEnv {
 	t.Helper()
 	r := testenv.StartRedis(t)
-	e := &crashEnv{t: t, clock: testenv.NewClock(time.Now()), stream: newStream()}
+	e := &crashEnv{t: t, clock: testenv.NewClock(time.Now()), stream: newStream(), outage: &storeOutage{}}
+	rdb := redis.NewClient(r.Client.Options())
+	t.Cleanup(func() { _ = rdb.Close() })
+	rdb.AddHook(e.outage)
 	var err error
-	if e.store, err = store.New(r.Client, store.Options{Prefix: r.Prefix, LeaseTTL: 30 * time.Second, Now: e.clock.Now}); err != nil {
+	if e.store, err = store.New(rdb, store.Options{Prefix: r.Prefix, LeaseTTL: 30 * time.Second, Now: e.clock.Now}); err != nil {
 		t.Fatal(err)
 	}
 	e.pve = simpve.New(simpve.Options{Scenario: "demo", TaskDuration: -1, NodeRebootDuration: -1})

@@ -193,8 +193,8 @@ func classify(err error) (Outcome, failure) {
 }
 
 // waitDetail is the detail of the `retrying` step of a command that waits for err before any
-// write: a token refused by Proxmox (401) or by NetBox (401/403) says so and what to fix;
-// anything else is fallback. The texts are fixed, so consecutive waits for one cause publish
+// write: a token refused by Proxmox (401) or by NetBox (401/403) says so and what to fix, an
+// unavailable NetBox says it is NetBox; anything else is fallback. The texts are fixed, so consecutive waits for one cause publish
 // one step.
 func waitDetail(err error, fallback string) string {
 	switch {
@@ -203,6 +203,8 @@ func waitDetail(err error, fallback string) string {
 	case errors.Is(err, netbox.ErrUnauthorized):
 		return fmt.Sprintf("NetBox refused the token (HTTP %d); fix --netbox-token (PROXBUS_NETBOX_TOKEN) or its permissions in NetBox; waiting",
 			netbox.StatusOf(err))
+	case errors.Is(err, netbox.ErrUnavailable):
+		return "NetBox is unavailable; nothing was written; waiting"
 	}
 	return fallback
 }

@@ -111,6 +111,12 @@ func TestRefusedTokenWaits(t *testing.T) {
 			wantDetail: "NetBox refused the token (HTTP 403); fix --netbox-token (PROXBUS_NETBOX_TOKEN) or its permissions in NetBox; waiting",
 		},
 		{
+			name:       "NetBox unavailable",
+			err:        fmt.Errorf("locate: %w", netbox.ErrUnavailable),
+			wantClass:  unavailable,
+			wantDetail: "NetBox is unavailable; nothing was written; waiting",
+		},
+		{
 			name:       "Proxmox 403 is an outcome",
 			err:        &proxmox.APIError{Method: "POST", Path: "/storage", Status: 403, Message: "Permission check failed (/storage, Datastore.Allocate)"},
 			wantClass:  final,

@@ -624,6 +624,9 @@ func (r *run) interrupted(ctx context.Context, lease store.Lease, x *Exec, err e
 		r.log.Warn("dispatch interrupted after a write may have been sent; it will be confirmed by reading", "err", r.scrub(err.Error()))
 		return r.wait(ctx, "dispatch", events.StepRetrying, "interrupted after the write may have been sent; it will be confirmed by reading, never sent twice", r.waitDelay()).
 			becomes(StateConfirming, EventInterrupted)
+	case errors.Is(err, errNotSent):
+		r.log.Warn("dispatch: the store is unavailable; nothing was sent; waiting", "err", r.scrub(err.Error()))
+		return r.wait(ctx, "store", events.StepRetrying, "the store is unavailable; nothing was written", r.waitDelay())
 	case class == unavailable:
 		r.log.Info("dispatch: dependency unavailable before any write; waiting", "err", r.scrub(err.Error()))
 		return r.wait(ctx, "dispatch", events.StepRetrying, waitDetail(err, "Proxmox is unavailable; nothing was written"), r.waitDelay())
