@@ -221,17 +221,11 @@ func (c *scheduleListCmd) Run(e *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	e.redisFromDev(&c.RedisURL, &c.RedisKeyPrefix)
-	client, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
+	client, st, closeBoth, err := e.connectServed(&c.natsFlags, &c.storeFlags)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	st, closeStore, err := openServedStore(client.ctx, e, &c.storeFlags)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
+	defer closeBoth()
 	views, err := listSchedules(client.ctx, client, events.NewSubjects(c.SubjectPrefix), st, time.Now())
 	if err != nil {
 		return client.explain(err)

@@ -36,17 +36,11 @@ func (c *statusCmd) Run(e *cliEnv) error {
 	if err != nil {
 		return err
 	}
-	e.redisFromDev(&c.RedisURL, &c.RedisKeyPrefix)
-	client, err := e.connectNATS(&c.natsFlags, app.InboxCLI)
+	client, st, closeBoth, err := e.connectServed(&c.natsFlags, &c.storeFlags)
 	if err != nil {
 		return err
 	}
-	defer client.Close()
-	st, closeStore, err := openServedStore(client.ctx, e, &c.storeFlags)
-	if err != nil {
-		return err
-	}
-	defer closeStore()
+	defer closeBoth()
 	status, err := app.CommandStatus(client.ctx, client.js, events.NewSubjects(c.SubjectPrefix), st, store.CommandKey{Source: c.Source, ID: c.ID})
 	switch {
 	case errors.Is(err, app.ErrCommandUnknown):

@@ -99,3 +99,19 @@ func (l storeList[T]) run(e *cliEnv, f *storeListFlags) error {
 	fmt.Fprintln(stdout, l.footer(len(items)))
 	return nil
 }
+
+// connectServed opens NATS and the store the replicas serve, for the subcommands that read
+// both (status, schedule list): without --redis-url, a running `proxbus dev`'s. closeBoth
+// closes the store, then NATS.
+func (e *cliEnv) connectServed(nf *natsFlags, sf *storeFlags) (client *natsClient, st *store.Store, closeBoth func(), err error) {
+	e.redisFromDev(&sf.RedisURL, &sf.RedisKeyPrefix)
+	if client, err = e.connectNATS(nf, app.InboxCLI); err != nil {
+		return nil, nil, nil, err
+	}
+	st, closeStore, err := openServedStore(client.ctx, e, sf)
+	if err != nil {
+		client.Close()
+		return nil, nil, nil, err
+	}
+	return client, st, func() { _ = closeStore(); client.Close() }, nil
+}
