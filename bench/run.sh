@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/run.sh: every benchmark of docs/benchmarks.md, one after the other (never in parallel:
 # they share the machine). Needs Redis on 127.0.0.1:6379 (or PROXBUS_BENCH_REDIS_URL).
-#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 45 minutes: the fleet run takes 32)
+#   bash bench/run.sh [outdir]        # the full runs of docs/benchmarks.md (about 80 minutes: the fleet's eight drains take 67)
 #   bash bench/run.sh --short         # CI smoke: each benchmark once, briefly
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +25,7 @@ go -C bench run ./timeline -n 1000 -rounds 4 | tee "$out/timeline.md"
 go -C bench run ./latency -c 8 -d 20s -rounds 4 | tee "$out/latency.md"
 go -C bench run ./slow | tee "$out/slow.md"
 go -C bench run ./taskpoll | tee "$out/taskpoll.md"
-go -C bench run ./fleet | tee "$out/fleet.md" # fleet scale: about 32 minutes of the run
+go -C bench run ./fleet | tee "$out/fleet.md" # fleet scale: 2 backlogs × 2 loads × watch and poll, about 67 minutes
 go -C bench run ./console | tee "$out/console.md"
 go -C bench run ./durability | tee "$out/durability.md"
 go -C bench test -run '^$' -bench Startup -benchtime 10x ./startup | tee "$out/startup.txt"
