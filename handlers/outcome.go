@@ -194,8 +194,8 @@ func classify(err error) (Outcome, failure) {
 
 // waitDetail is the detail of the `retrying` step of a command that waits for err before any
 // write: a token refused by Proxmox (401) or by NetBox (401/403) says so and what to fix, an
-// unavailable NetBox says it is NetBox; anything else is fallback. The texts are fixed, so consecutive waits for one cause publish
-// one step.
+// unavailable NetBox says it is NetBox; anything else is fallback. The texts are fixed, so
+// consecutive waits for one cause publish one step.
 func waitDetail(err error, fallback string) string {
 	switch {
 	case errors.Is(err, proxmox.ErrUnauthorized):

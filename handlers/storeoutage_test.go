@@ -2,7 +2,7 @@ package handlers
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,7 +17,7 @@ import (
 type storeOutage struct{ down atomic.Bool }
 
 // errRefused is what a dead Redis answers.
-var errRefused = fmt.Errorf("dial tcp 127.0.0.1:6379: connect: connection refused")
+var errRefused = errors.New("dial tcp 127.0.0.1:6379: connect: connection refused")
 
 func (o *storeOutage) DialHook(next redis.DialHook) redis.DialHook { return next }
 
