@@ -367,7 +367,9 @@ func TestProvisionFromImage(t *testing.T) {
 func TestProvisionReadFailures(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	e.start()
+	// the endpoint's watch reads /cluster/resources beside the command and could take the
+	// failure meant for the command's inventory
+	e.start(func(c *app.Config) { c.NoTaskWatch = true })
 	url, sum := imageServer(t, "jammy.img")
 	e.pve.FailNext("GET", "/cluster/resources", 1, 500, "cluster resources unavailable")
 	res := e.send(e.guestCommand("vm.provision", fmt.Sprintf(`{"source":{"image":{"url":%q,"checksum":%q}},"new_vmid":600,"new_name":"x","target_node":"pve1"}`, url, sum)))
