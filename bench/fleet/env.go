@@ -98,7 +98,7 @@ func startEnv(ctx context.Context, cfg config, bins binaries, dir string, guests
 	simLog := slog.New(slog.DiscardHandler)
 	urls := make([]string, cfg.endpoints)
 	for i := range cfg.endpoints {
-		pve := simpve.New(simpve.Options{Scenario: simpve.ScenarioEmpty, Logger: simLog, TaskDuration: cfg.task})
+		pve := simpve.New(simpve.Options{Scenario: simpve.ScenarioEmpty, Logger: simLog, TaskDuration: cfg.task, TaskSpread: cfg.taskSpread})
 		count := harness.NewHTTPCounter(nil)
 		if urls[i], err = e.serve(count.Wrap(pve.Handler())); err != nil {
 			return nil, fmt.Errorf("pve simulator %d: %w", i+1, err)

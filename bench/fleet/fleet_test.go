@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -8,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // TestPlan pins the load's shape: the hot share lands on the hot guests only, every endpoint
@@ -168,6 +171,7 @@ func TestParseFlags(t *testing.T) {
 		{"max-ack-pending follows concurrency", []string{"-concurrency", "4"}, []int{1000, 10000}, 2 * time.Second, 12, false},
 		{"bad backlog", []string{"-n", "0"}, nil, 0, 0, true},
 		{"bad hot share", []string{"-hot", "1"}, nil, 0, 0, true},
+		{"bad task spread", []string{"-task-spread", "1"}, nil, 0, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -182,5 +186,34 @@ func TestParseFlags(t *testing.T) {
 				t.Errorf("got n %v, task %s, max ack pending %d; want %v, %s, %d", c.backlogs, c.task, c.maxAckPending, tt.wantN, tt.wantTask, tt.wantPending)
 			}
 		})
+	}
+}
+
+// TestEndSeen pins the pairing of the simulators' tasks with the commands' task steps: per
+// guest in start order, a guest whose counts differ left out.
+func TestEndSeen(t *testing.T) {
+	guests := fleetGuests(2, 1)
+	cmds := plan("r", 4, guests, 1, 1, 0) // two commands on each guest
+	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	col := &collector{tracks: map[string]*track{}}
+	var stats []simpve.TaskStat
+	for i, p := range cmds {
+		start := at.Add(time.Duration(i) * time.Minute)
+		col.tracks[p.id] = &track{started: start, done: start.Add(2*time.Second + time.Duration(10*(i+1))*time.Millisecond)}
+		if p.guest.index == 0 {
+			upid := fmt.Sprintf("UPID:pve1:%08X:00000000:%08X:qmsnapshot:%d:bench@pve!fleet:", i, start.Unix(), p.guest.vmid)
+			stats = append(stats, simpve.TaskStat{UPID: upid, Type: "qmsnapshot", Begun: start, End: start.Add(2 * time.Second)})
+		}
+	}
+	// guest 1's one task is missing: its commands are left out
+	got := endSeen(cmds, col, stats)
+	var want []time.Duration
+	for i, p := range cmds {
+		if p.guest.index == 0 {
+			want = append(want, time.Duration(10*(i+1))*time.Millisecond)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("endSeen = %v, want %v", got, want)
 	}
 }

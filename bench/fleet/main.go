@@ -1,5 +1,6 @@
 // Command fleet is proxbus's fleet-scale benchmark: a backlog of vm.snapshot.create commands
-// (each one Proxmox task of -task on its guest) over 1,000 guests on 3 endpoints with
+// (each one Proxmox task on its guest, lasting -task ± -task-spread as a real cluster's tasks
+// vary, so that no wait is in step with its task's end) over 1,000 guests on 3 endpoints with
 // max_parallel 8, drained by three `proxbus serve` replicas run as processes, with
 // nats-server and a redis-server of its own as processes and one Proxmox simulator per
 // endpoint (plus the NetBox simulator) in this process.
@@ -15,7 +16,9 @@
 //   - Proxmox and NetBox requests per command;
 //   - the peak RSS (VmHWM) of each replica;
 //   - the queueing time (publish → the task step's started event) of the commands on the
-//     cold guests, p50 and p99, and of those on the hot guests.
+//     cold guests, p50 and p99, and of those on the hot guests;
+//   - how long after its end each task's end was seen (the simulator's end → the task
+//     step's done event), p50 and p90.
 //
 // It is a benchmark, not a test: it exits 1 only when a run could not be carried out.
 //
@@ -46,6 +49,7 @@ type config struct {
 	backlogs      []int
 	hotShares     []float64
 	task          time.Duration
+	taskSpread    float64
 	guests        int
 	hotGuests     int
 	endpoints     int
@@ -73,7 +77,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	backlogs := fs.String("n", "1000,10000", "backlogs to drain, comma-separated (each a run of its own)")
 	hot := fs.String("hot", "0,0.3", "shares of the commands on the hot guests, comma-separated (0: uniform); every backlog runs each")
-	fs.DurationVar(&c.task, "task", 2*time.Second, "duration of every simulated Proxmox task")
+	fs.DurationVar(&c.task, "task", 2*time.Second, "mean duration of the simulated Proxmox tasks")
+	fs.Float64Var(&c.taskSpread, "task-spread", 0.15, "the tasks last -task × (1 ± this), evenly spread (0: all alike)")
 	short := fs.Bool("short", false, "CI smoke run: -n 300 -task 100ms (unless given)")
 	fs.IntVar(&c.guests, "guests", 1000, "guests of the fleet")
 	fs.IntVar(&c.hotGuests, "hot-guests", 10, "hot guests of a hot run")
@@ -139,6 +144,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.task <= 0 {
 		return c, errors.New("-task must be positive")
+	}
+	if c.taskSpread < 0 || c.taskSpread >= 1 {
+		return c, errors.New("-task-spread must be in [0, 1)")
 	}
 	if c.maxAckPending == 0 {
 		c.maxAckPending = c.replicas * c.concurrency

@@ -62,6 +62,8 @@ func report(w io.Writer, cfg config, rs []runResult) {
 		fmt.Fprintf(w, "- **%s** (load average %.1f at its start):\n", r.spec, r.load)
 		fmt.Fprintf(w, "  slots busy with tasks %.0f %% of the drain (Σ task time ÷ (drain × %d)); task started → done p50 %s; first step → result p50 %s (commands that never waited)\n",
 			r.utilization*100, cfg.endpoints*cfg.maxParallel, ms(harness.Percentile(r.task, 50)), ms(harness.Percentile(r.hold, 50)))
+		fmt.Fprintf(w, "  a task's end → its done step p50 / p90 %s / %s (%d tasks)\n",
+			ms(harness.Percentile(r.endSeen, 50)), ms(harness.Percentile(r.endSeen, 90)), len(r.endSeen))
 		if len(r.handling) > 0 {
 			mean := r.handlingSum / time.Duration(len(r.handling))
 			fmt.Fprintf(w, "  answering delivery in the pipeline (claim to outcome stored, waiting in the process for a guard included) p50 %s, mean %s\n",

@@ -8,10 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
 // runSpec is one run: a backlog of n commands, hotShare of them on the hot guests.
@@ -74,6 +78,9 @@ type runResult struct {
 	coldQueue, hotQueue, coldEndToEnd []time.Duration
 	// task is the task step's started → done, hold the first step → result (sorted).
 	task, hold []time.Duration
+	// endSeen is the simulator's end of each task → its command's done step (sorted): how
+	// long after its end a task's end was seen.
+	endSeen []time.Duration
 	// handling is how long the answering delivery of each command took in the pipeline, its
 	// waiting in the process for a guard included (from the replicas' "command finished" log
 	// lines), sorted; handlingSum their sum.
@@ -248,7 +255,12 @@ func runOne(ctx context.Context, cfg config, bins binaries, workDir string, spec
 		}
 	}
 	res.samples = samples
+	var ends []simpve.TaskStat
+	for _, pve := range e.pves {
+		ends = append(ends, pve.TaskStats()...)
+	}
 	analyse(&res, cmds, published, col, fin, start, slots)
+	res.endSeen = endSeen(cmds, col, ends)
 	if cfg.traceDir != "" {
 		if err := writeTrace(cfg.traceDir, spec, res, cmds, published, col); err != nil {
 			logf("trace: %v", err)
@@ -395,4 +407,43 @@ func sumCounts[V int | int64](m map[string]V) V {
 		n += v
 	}
 	return n
+}
+
+// endSeen pairs each guest's tasks (the simulators' stats, in start order) with its commands'
+// task steps (in start order: a guest runs one snapshot at a time) and returns each task's
+// end → its done step, sorted. A guest whose counts differ (a command failed) is left out.
+func endSeen(cmds []planned, col *collector, stats []simpve.TaskStat) []time.Duration {
+	col.mu.Lock()
+	defer col.mu.Unlock()
+	done := map[string][]*track{} // by vmid: every guest's vmid is its own across the endpoints
+	for _, p := range cmds {
+		if t := col.tracks[p.id]; t != nil && !t.started.IsZero() && !t.done.IsZero() {
+			k := strconv.FormatInt(p.guest.vmid, 10)
+			done[k] = append(done[k], t)
+		}
+	}
+	ends := map[string][]simpve.TaskStat{}
+	for _, st := range stats {
+		if st.Type != "qmsnapshot" || st.Running {
+			continue
+		}
+		// UPID:node:pid:pstart:starttime:type:id:user:
+		if f := strings.Split(st.UPID, ":"); len(f) > 6 {
+			ends[f[6]] = append(ends[f[6]], st)
+		}
+	}
+	var out []time.Duration
+	for k, ts := range done {
+		es := ends[k]
+		if len(es) != len(ts) {
+			continue
+		}
+		slices.SortFunc(ts, func(a, b *track) int { return a.started.Compare(b.started) })
+		slices.SortFunc(es, func(a, b simpve.TaskStat) int { return a.Begun.Compare(b.Begun) })
+		for i, t := range ts {
+			out = append(out, t.done.Sub(es[i].End))
+		}
+	}
+	slices.Sort(out)
+	return out
 }

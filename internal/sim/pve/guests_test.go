@@ -3,6 +3,7 @@ package simpve_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -332,5 +333,32 @@ func TestNetwork(t *testing.T) {
 	}
 	if r := mustDo(t, "GET", api+"/nodes/pve1/network?type=wifi", demoAuth, "", ""); r.status != 400 || r.errors["type"] == "" {
 		t.Errorf("bad type = %d %v", r.status, r.errors)
+	}
+}
+
+// TestTaskSpread pins Options.TaskSpread: the API's tasks last between TaskDuration × (1 ±
+// spread), no two in a row alike, and on average TaskDuration.
+func TestTaskSpread(t *testing.T) {
+	t.Parallel()
+	const nominal, spread, n = time.Hour, 0.15, 40
+	sim, api := startOpts(t, simpve.Options{Scenario: simpve.ScenarioDemo, TaskDuration: nominal, TaskSpread: spread})
+	for i := range n {
+		// snapshots of one guest are refused while one runs: each task its own guest name
+		sim.AddGuest(simpve.GuestSpec{VMID: int64(1000 + i), Node: "pve1", Name: fmt.Sprintf("spread-%d", i), Status: "running"})
+		upidOf(t, mustDo(t, "POST", fmt.Sprintf("%s/nodes/pve1/qemu/%d/snapshot", api, 1000+i), demoAuth, formType, "snapname=spread"))
+	}
+	var sum, last time.Duration
+	for _, st := range sim.TaskStats() {
+		d := st.End.Sub(st.Begun)
+		if f := float64(d) / float64(nominal); f < 1-spread || f > 1+spread {
+			t.Errorf("task %s lasts %v, want within %v ± %.0f %%", st.UPID, d, nominal, spread*100)
+		}
+		if d == last {
+			t.Errorf("task %s lasts %v as the one before it", st.UPID, d)
+		}
+		sum, last = sum+d, d
+	}
+	if mean := sum / n; mean < nominal*98/100 || mean > nominal*102/100 {
+		t.Errorf("mean duration %v, want %v within 2 %%", mean, nominal)
 	}
 }

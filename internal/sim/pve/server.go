@@ -28,6 +28,12 @@ type Options struct {
 	// DefaultTaskDuration, a negative value makes tasks end as soon as they start. Change
 	// it later with [Server.SetTaskDuration].
 	TaskDuration time.Duration
+	// TaskSpread, between 0 and 1, spreads the durations of the tasks started through the API
+	// over TaskDuration × (1 ± TaskSpread), as a real cluster's tasks of one kind vary: task
+	// n (the UPID's pid) lasts TaskDuration × (1 − TaskSpread + 2 × TaskSpread × frac(n × φ)),
+	// so the durations are evenly spread, their mean is TaskDuration, and no two tasks started
+	// in a row last the same. 0: every task lasts TaskDuration.
+	TaskSpread float64
 	// NodeRebootDuration is how long a node is unreachable after POST /nodes/{node}/status
 	// command=reboot: 0 means DefaultNodeRebootDuration, negative means back at once.
 	// Change it later with [Server.SetNodeRebootDuration].
@@ -56,6 +62,7 @@ type Server struct {
 	counts      map[string]int
 	reqLog      []RequestRecord
 	taskDur     time.Duration       // <= 0: tasks end at once
+	taskSpread  float64             // Options.TaskSpread
 	rebootDur   time.Duration       // <= 0: nodes come back at once
 	taskFaults  map[string][]string // "node/vmid" → exit statuses of its next tasks
 	imageState                      // import volumes, node filesystems and addresses (images_state.go)
@@ -84,6 +91,7 @@ func New(opts Options) *Server {
 		counts:     map[string]int{},
 		done:       make(chan struct{}),
 		taskDur:    orDefault(opts.TaskDuration, DefaultTaskDuration),
+		taskSpread: min(max(opts.TaskSpread, 0), 1),
 		rebootDur:  orDefault(opts.NodeRebootDuration, DefaultNodeRebootDuration),
 		taskFaults: map[string][]string{},
 	}

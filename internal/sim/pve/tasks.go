@@ -3,6 +3,7 @@ package simpve
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -69,7 +70,7 @@ func (s *Server) startTaskAs(c *call, g *guest, id, typ, configLock, failure str
 		Node: g.node, PID: s.state.pid, PStart: 0x00123456 + s.state.pid, StartTime: now.Truncate(time.Second).UTC(),
 		Type: typ, ID: id, User: c.tokenID,
 	}
-	t := &task{upid: u.String(), node: g.node, typ: typ, vmid: g.vmid, user: c.tokenID, end: now.Add(s.taskDur), effect: effect, guest: g, log: log, begun: now}
+	t := &task{upid: u.String(), node: g.node, typ: typ, vmid: g.vmid, user: c.tokenID, end: now.Add(s.taskRun(s.state.pid)), effect: effect, guest: g, log: log, begun: now}
 	key := faultKey(g.node, g.vmid)
 	if q := s.taskFaults[key]; len(q) > 0 {
 		t.fault = q[0]
@@ -88,6 +89,16 @@ func (s *Server) startTaskAs(c *call, g *guest, id, typ, configLock, failure str
 		s.finishTask(t, now)
 	}
 	return ok(t.upid)
+}
+
+// taskRun is how long the API's task with pid n runs (see Options.TaskSpread). Server.mu is
+// held.
+func (s *Server) taskRun(n int64) time.Duration {
+	if s.taskDur <= 0 || s.taskSpread == 0 {
+		return s.taskDur
+	}
+	_, frac := math.Modf(float64(n) * math.Phi)
+	return time.Duration(float64(s.taskDur) * (1 - s.taskSpread + 2*s.taskSpread*frac))
 }
 
 func faultKey(node string, vmid int64) string { return node + "/" + strconv.FormatInt(vmid, 10) }
