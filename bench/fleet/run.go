@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/proxbus/proxbus/internal/proxmox"
 	simpve "github.com/proxbus/proxbus/internal/sim/pve"
 )
 
@@ -427,9 +427,8 @@ func endSeen(cmds []planned, col *collector, stats []simpve.TaskStat) []time.Dur
 		if st.Type != "qmsnapshot" || st.Running {
 			continue
 		}
-		// UPID:node:pid:pstart:starttime:type:id:user:
-		if f := strings.Split(st.UPID, ":"); len(f) > 6 {
-			ends[f[6]] = append(ends[f[6]], st)
+		if u, err := proxmox.ParseUPID(st.UPID); err == nil {
+			ends[u.ID] = append(ends[u.ID], st)
 		}
 	}
 	var out []time.Duration

@@ -221,7 +221,7 @@ func (s *Server) imgStartTask(c *call, node, typ, id, failure string, effect fun
 		Node: node, PID: s.state.pid, PStart: 0x00123456 + s.state.pid, StartTime: now.Truncate(time.Second).UTC(),
 		Type: typ, ID: id, User: c.tokenID,
 	}
-	t := &task{upid: u.String(), node: node, typ: typ, user: c.tokenID, end: now.Add(s.taskDur), effect: effect, fault: failure}
+	t := &task{upid: u.String(), node: node, typ: typ, user: c.tokenID, end: now.Add(s.taskRun(s.state.pid)), effect: effect, fault: failure}
 	s.state.tasks = append(s.state.tasks, t)
 	if s.taskDur <= 0 {
 		s.finishTask(t, now)

@@ -28,8 +28,10 @@ type Options struct {
 	// DefaultTaskDuration, a negative value makes tasks end as soon as they start. Change
 	// it later with [Server.SetTaskDuration].
 	TaskDuration time.Duration
-	// TaskSpread, between 0 and 1, spreads the durations of the tasks started through the API
-	// over TaskDuration × (1 ± TaskSpread), as a real cluster's tasks of one kind vary: task
+	// TaskSpread, between 0 and 1, spreads the durations of the worker tasks the API starts
+	// (power, snapshots, migrations, clones, downloads, …; a backup, a disk move and a task
+	// started by hand keep TaskDuration) over TaskDuration × (1 ± TaskSpread), as a real
+	// cluster's tasks of one kind vary: task
 	// n (the UPID's pid) lasts TaskDuration × (1 − TaskSpread + 2 × TaskSpread × frac(n × φ)),
 	// so the durations are evenly spread, their mean is TaskDuration, and no two tasks started
 	// in a row last the same. 0: every task lasts TaskDuration.
